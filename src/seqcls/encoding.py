@@ -1,0 +1,140 @@
+"""Tokenize a table once and cache the result, keyed by everything that changes it."""
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedTokenizerBase
+
+from seqcls.errors import ConfigurationError
+from seqcls.labels import encode_labels
+from seqcls.tables import file_fingerprint, read_table, require_columns
+
+log = logging.getLogger(__name__)
+
+# Bump when the layout of an encoded split changes, so stale caches are ignored.
+CACHE_FORMAT = 1
+# Columns of an encoded split besides the tokenizer's own: the label id and the input row.
+LABELS, INDEX = "labels", "index"
+
+
+@dataclass(frozen=True)
+class EncodingSpec:
+    """Everything besides the file and the tokenizer that changes the encoded result."""
+
+    text_column: str
+    text_pair_column: str | None
+    label_column: str | None  # None when the split has no labels (predict)
+    label_names: tuple[str, ...] | None
+    max_length: int
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SEQCLS_CACHE", Path.home() / ".cache" / "seqcls"))
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Hash of the tokenizer's vocabulary and rules, not of where it lives on disk.
+
+    Calling a fast tokenizer stores its truncation and padding settings in the backend,
+    so those are left out: otherwise the same tokenizer would hash differently before and
+    after its first use, and a second run would miss the cache.
+    """
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    backend.pop("truncation", None)
+    backend.pop("padding", None)
+    state = [type(tokenizer).__name__, list(tokenizer.model_input_names), backend]
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+
+
+def cache_key(path: str, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec) -> str:
+    state = [CACHE_FORMAT, file_fingerprint(path), tokenizer_fingerprint(tokenizer), asdict(spec)]
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def load_encoded(
+    path: str,
+    *,
+    flag: str,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: EncodingSpec,
+    cache_dir: Path,
+) -> datasets.Dataset:
+    """The encoded split for ``path``: read from the cache, or tokenized now and cached.
+
+    Writes go to a temporary folder that is renamed into place, so a crash or a second
+    process never sees half a cache entry.
+    """
+    target = cache_dir / cache_key(path, tokenizer, spec)
+    if (target / "dataset_info.json").is_file():
+        log.info("%s: using cached tokens in %s", flag, target)
+        return datasets.load_from_disk(str(target))
+    encoded = encode_table(path, flag=flag, tokenizer=tokenizer, spec=spec)
+    staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    encoded.save_to_disk(str(staging))
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same entry first; theirs is identical
+        shutil.rmtree(staging, ignore_errors=True)
+    return datasets.load_from_disk(str(target))
+
+
+def encode_table(
+    path: str, *, flag: str, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec
+) -> datasets.Dataset:
+    """Tokenize every row of ``path`` (batched) and attach its label id and row index."""
+    table = read_table(path, flag=flag)
+    require_columns(
+        table,
+        {
+            "text_column": spec.text_column,
+            "text_pair_column": spec.text_pair_column,
+            "label_column": spec.label_column,
+        },
+        path=path,
+    )
+    label_ids: list[int] | None = None
+    if spec.label_column is not None:
+        if spec.label_names is None:
+            raise ConfigurationError(f"{flag}: label names are unknown; pass --data.label_names")
+        where = f"{path}, column {spec.label_column!r}"
+        label_ids = encode_labels(table[spec.label_column], spec.label_names, where=where)
+
+    def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
+        texts = _texts(batch, spec.text_column, indices, path)
+        pairs = (
+            _texts(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None
+        )
+        features = dict(
+            tokenizer(texts, pairs, truncation="longest_first", max_length=spec.max_length)
+        )
+        features[INDEX] = indices
+        if label_ids is not None:
+            features[LABELS] = [label_ids[row] for row in indices]
+        return features
+
+    return table.map(
+        encode,
+        batched=True,
+        with_indices=True,
+        remove_columns=table.column_names,
+        desc=f"Tokenizing {Path(path).name}",
+        load_from_cache_file=False,  # the seqcls cache above is keyed more precisely
+    )
+
+
+def _texts(batch: dict[str, list[Any]], column: str, indices: list[int], path: str) -> list[str]:
+    values = batch[column]
+    for row, value in zip(indices, values, strict=True):
+        if not isinstance(value, str):
+            raise ConfigurationError(
+                f"{path}: column {column!r} row {row} is {value!r}, not text; "
+                "fill or drop that row, or point --data.text_column at the text"
+            )
+    return values

@@ -1,0 +1,120 @@
+"""SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
+
+import math
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.optim import AdamW
+from torch.optim.lr_scheduler import LambdaLR
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+from transformers import AutoModelForSequenceClassification
+
+from seqcls.encoding import INDEX, LABELS
+from seqcls.errors import ConfigurationError
+
+Batch = dict[str, torch.Tensor]
+
+
+class SequenceClassifier(pl.LightningModule):
+    def __init__(
+        self,
+        model_name_or_path: str,
+        label_names: list[str] | None = None,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+    ) -> None:
+        """A pretrained encoder with a fresh classification head.
+
+        Args:
+            model_name_or_path: Hub id or local directory of a pretrained model.
+            label_names: Class names in id order; filled in from the data.
+            learning_rate: Peak AdamW learning rate, reached after warm-up.
+            weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
+            warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
+                from 0; afterwards it decays linearly to 0.
+        """
+        super().__init__()
+        if not label_names:
+            raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
+        self.save_hyperparameters()
+        self.label_names = list(label_names)
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.warmup_ratio = warmup_ratio
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            model_name_or_path,
+            num_labels=len(label_names),
+            id2label=dict(enumerate(label_names)),
+            label2id={name: index for index, name in enumerate(label_names)},
+            # A checkpoint fine-tuned on other labels keeps its encoder and gets a new head.
+            ignore_mismatched_sizes=True,
+        )
+        # from_pretrained() returns the model in eval mode and Lightning keeps each
+        # submodule's mode, so without this dropout would be off for the whole run.
+        self.model.train()
+        metrics = MetricCollection(
+            {
+                # validate_args=False: the checks copy tensors to the host on every update.
+                "accuracy": MulticlassAccuracy(len(label_names), validate_args=False),
+                "f1": MulticlassF1Score(len(label_names), average="macro", validate_args=False),
+            }
+        )
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def forward(self, batch: Batch) -> Any:
+        inputs = {key: value for key, value in batch.items() if key != INDEX}
+        return self.model(**inputs)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss: torch.Tensor = self(batch).loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[LABELS]))
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.val_metrics, "val/loss")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self.test_metrics, "test/loss")
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
+        logits = self(batch).logits
+        return {INDEX: batch[INDEX], "probabilities": logits.float().softmax(dim=-1)}
+
+    def _evaluate(self, batch: Batch, metrics: MetricCollection, loss_name: str) -> None:
+        output = self(batch)
+        labels = batch[LABELS]
+        metrics.update(output.logits.argmax(dim=-1), labels)
+        self.log(loss_name, output.loss, sync_dist=True, batch_size=len(labels))
+        self.log_dict(metrics, prog_bar=True)
+
+    def configure_optimizers(self) -> Any:
+        # Decay only matrices (ndim >= 2): biases and norm scales have ndim 1 in every
+        # architecture, which avoids matching parameter names per model family.
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [
+            {
+                "params": [p for p in params if p.ndim >= 2],
+                "weight_decay": self.weight_decay,
+            },
+            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+        ]
+        optimizer = AdamW(groups, lr=self.learning_rate)
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = math.ceil(self.warmup_ratio * total)
+        schedule = LambdaLR(optimizer, linear_warmup_decay(warmup, total))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Any:
+    """LR multiplier: 0 -> 1 over ``warmup_steps``, then 1 -> 0 at ``total_steps``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / (warmup_steps + 1)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
