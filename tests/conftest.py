@@ -1,0 +1,37 @@
+"""Shared pytest configuration and fixtures for the seqcls test suite."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Tests never reach the network; this has to happen before transformers / huggingface_hub load.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Make the helper modules next to this file (e.g. ``tiny_models``) importable from any test,
+# whatever pytest import mode is in use.
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+
+from tiny_models import build_tiny_bert, build_tiny_roberta  # noqa: E402
+
+# --------------------------------------------------------------------------------------------
+# Tiny offline checkpoints
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding a tiny random ``BertModel`` checkpoint and its fast tokenizer."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding a tiny random ``RobertaModel`` checkpoint and its fast tokenizer."""
+    return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))

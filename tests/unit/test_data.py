@@ -1,0 +1,212 @@
+import csv
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+
+import seqcls.encoding
+from seqcls.data import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
+
+TRAIN = [
+    ("the parcel never arrived", "the courier lost it", "shipping"),
+    ("i was charged twice", "refund please", "billing"),
+    ("the app crashes on start", "error on login screen", "technical"),
+    ("reset my password", "account locked", "account"),
+] * 6
+
+
+def write_csv(path: Path, rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    with path.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    header = ("question", "context", "topic")
+    return {
+        "train_file": write_csv(tmp_path / "train.csv", TRAIN, header),
+        "validation_file": write_csv(tmp_path / "dev.csv", TRAIN[:8], header),
+        "predict_file": write_csv(
+            tmp_path / "new.csv", [(text,) for text, *_ in TRAIN[:5]], ("question",)
+        ),
+    }
+
+
+@pytest.fixture
+def make_data(files: dict[str, str], tiny_bert: Path, tmp_path: Path):
+    def make(**overrides: object) -> TextClassificationDataModule:
+        arguments: dict[str, object] = {
+            **files,
+            "text_column": "question",
+            "label_column": "topic",
+            "tokenizer_name_or_path": str(tiny_bert),
+            "batch_size": 4,
+            "cache_dir": str(tmp_path / "cache"),
+            **overrides,
+        }
+        return TextClassificationDataModule(**arguments)  # type: ignore[arg-type]
+
+    return make
+
+
+def test_label_names_come_sorted_from_the_training_file(make_data) -> None:
+    assert make_data().label_names == ["account", "billing", "shipping", "technical"]
+
+
+def test_given_label_names_keep_their_order(make_data) -> None:
+    names = ["technical", "shipping", "billing", "account"]
+    data = make_data(label_names=names)
+    data.setup("fit")
+    assert data.label_names == names
+    assert data.splits["train"]["labels"][:4] == [1, 2, 0, 3]
+
+
+def test_columns_are_mapped_and_pairs_are_encoded_together(make_data) -> None:
+    data = make_data(text_pair_column="context")
+    data.setup("fit")
+    row = data.splits["train"][0]
+    assert row["labels"] == 2  # shipping
+    assert row["index"] == 0
+    assert data.tokenizer.decode(row["input_ids"]).count("[SEP]") == 2
+    assert set(row["token_type_ids"]) == {0, 1}
+
+
+def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypatch) -> None:
+    calls: list[str] = []
+    encode = seqcls.encoding.encode_table
+
+    def counting(path: str, **kwargs: object):
+        calls.append(path)
+        return encode(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(seqcls.encoding, "encode_table", counting)
+    first = make_data()
+    first.setup("fit")
+    assert len(calls) == 2  # train and validation
+    second = make_data()  # a new process would start like this
+    second.setup("fit")
+    assert len(calls) == 2
+    assert second.splits["train"]["input_ids"] == first.splits["train"]["input_ids"]
+
+
+@pytest.mark.parametrize(
+    "change", [{"max_length": 8}, {"text_column": "context"}, {"text_pair_column": "context"}]
+)
+def test_changing_what_shapes_the_tokens_tokenizes_again(make_data, monkeypatch, change) -> None:
+    make_data().setup("validate")
+    calls: list[str] = []
+    encode = seqcls.encoding.encode_table
+    monkeypatch.setattr(
+        seqcls.encoding, "encode_table", lambda path, **kw: calls.append(path) or encode(path, **kw)
+    )
+    make_data(**change).setup("validate")
+    assert len(calls) == 1
+
+
+def test_another_tokenizer_does_not_reuse_the_cache(make_data, tiny_roberta: Path) -> None:
+    bert = make_data()
+    bert.setup("validate")
+    roberta = make_data(tokenizer_name_or_path=str(tiny_roberta))
+    roberta.setup("validate")
+    assert roberta.splits["validation"]["input_ids"][0][0] == roberta.tokenizer.bos_token_id
+    assert bert.splits["validation"]["input_ids"][0][0] == bert.tokenizer.cls_token_id
+
+
+def test_batches_pad_to_the_longest_rounded_to_eight(make_data) -> None:
+    data = make_data()
+    data.setup("fit")
+    batch = next(iter(data.val_dataloader()))
+    lengths = batch["attention_mask"].sum(dim=1)
+    assert batch["input_ids"].shape[1] % 8 == 0
+    assert batch["input_ids"].shape[1] - 8 < int(lengths.max()) <= batch["input_ids"].shape[1]
+    assert batch["labels"].dtype == torch.long
+    assert batch["index"].tolist() == [0, 1, 2, 3]
+
+
+def test_max_length_padding_gives_one_shape(make_data) -> None:
+    data = make_data(padding="max_length", max_length=24)
+    data.setup("fit")
+    shapes = {tuple(batch["input_ids"].shape) for batch in data.train_dataloader()}
+    assert shapes == {(4, 24)}
+
+
+def test_truncation_respects_max_length(make_data) -> None:
+    data = make_data(max_length=5, text_pair_column="context")
+    data.setup("fit")
+    assert max(len(ids) for ids in data.splits["train"]["input_ids"]) == 5
+
+
+def test_train_loader_shuffles_and_eval_loaders_do_not(make_data) -> None:
+    data = make_data()
+    data.setup("fit")
+    torch.manual_seed(0)
+    first = torch.cat([batch["index"] for batch in data.train_dataloader()]).tolist()
+    second = torch.cat([batch["index"] for batch in data.train_dataloader()]).tolist()
+    assert sorted(first) == list(range(len(TRAIN)))
+    assert first != list(range(len(TRAIN)))
+    assert first != second
+    ordered = torch.cat([batch["index"] for batch in data.val_dataloader()]).tolist()
+    assert ordered == list(range(8))
+
+
+def test_max_train_samples_keeps_the_first_rows(make_data) -> None:
+    data = make_data(max_train_samples=6)
+    data.setup("fit")
+    assert data.splits["train"]["index"] == list(range(6))
+    assert len(data.splits["validation"]) == 8
+
+
+def test_predict_needs_no_label_column(make_data) -> None:
+    data = make_data(label_names=["account", "billing", "shipping", "technical"])
+    data.setup("predict")
+    batch = next(iter(data.predict_dataloader()))
+    assert "labels" not in batch
+    assert batch["index"].tolist() == [0, 1, 2, 3]
+
+
+def test_training_examples_are_shown_decoded(make_data, caplog) -> None:
+    with caplog.at_level(logging.INFO):
+        make_data().setup("fit")
+    shown = [
+        record.getMessage()
+        for record in caplog.records
+        if "Training example" in record.getMessage()
+    ]
+    assert len(shown) == 2
+    assert "[shipping]" in shown[0]
+    assert "parcel" in shown[0]
+
+
+def test_unseen_validation_label_is_a_clear_error(make_data, tmp_path: Path) -> None:
+    dev = write_csv(
+        tmp_path / "odd.csv", [("hello", "x", "refunds")], ("question", "context", "topic")
+    )
+    data = make_data(validation_file=dev)
+    with pytest.raises(ConfigurationError, match=r"odd.csv, column 'topic'.*'refunds'"):
+        data.setup("validate")
+
+
+def test_missing_column_names_the_flag(make_data) -> None:
+    data = make_data(text_column="sentence")
+    with pytest.raises(ConfigurationError, match=r"'sentence' \(--data.text_column\)"):
+        data.setup("fit")
+
+
+def test_missing_split_names_the_flag(make_data) -> None:
+    data = make_data(validation_file=None)
+    with pytest.raises(ConfigurationError, match=r"pass --data\.validation_file"):
+        data.setup("fit")
+
+
+def test_empty_text_names_the_row(make_data, tmp_path: Path) -> None:
+    train = write_csv(
+        tmp_path / "holes.csv", [("ok", "x", "a"), ("", "x", "b")], ("question", "context", "topic")
+    )
+    data = make_data(train_file=train)
+    with pytest.raises(ConfigurationError, match="row 1"):
+        data.setup("fit")
