@@ -46,7 +46,7 @@ class SaveRunConfig(SaveConfigCallback):
             run_dir = Path(trainer.default_root_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
             self.parser.save(
-                self.config, str(run_dir / CONFIG_FILE), skip_none=False, overwrite=True
+                self.config, str(run_dir / CONFIG_FILE), skip_unset=False, overwrite=True
             )
         self.already_saved = True
 
@@ -111,19 +111,25 @@ class SeqclsCLI(LightningCLI):
         return self.config[self.subcommand] if self.subcommand else self.config
 
 
+def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
+    """Parse ``args``, build model, data and trainer, and (with ``run``) run the subcommand."""
+    return SeqclsCLI(
+        SequenceClassifier,
+        TextClassificationDataModule,
+        save_config_callback=SaveRunConfig,
+        save_config_kwargs={"overwrite": True},
+        trainer_defaults={"default_root_dir": "runs/default", "log_every_n_steps": 10},
+        seed_everything_default=42,
+        args=args,
+        run=run,
+    )
+
+
 def main(args: ArgsType = None) -> None:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     logging.getLogger("seqcls").setLevel(logging.INFO)
     try:
-        SeqclsCLI(
-            SequenceClassifier,
-            TextClassificationDataModule,
-            save_config_callback=SaveRunConfig,
-            save_config_kwargs={"overwrite": True},
-            trainer_defaults={"default_root_dir": "runs/default", "log_every_n_steps": 10},
-            seed_everything_default=42,
-            args=args,
-        )
+        make_cli(args)
     except ConfigurationError as error:
         print(f"seqcls: error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded
-from seqcls.errors import ConfigurationError
+from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import infer_label_names
 from seqcls.tables import read_table
 
@@ -120,7 +120,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def tokenizer(self) -> PreTrainedTokenizerBase:
         if not self.tokenizer_name_or_path:
             raise ConfigurationError("no tokenizer: set --model.model_name_or_path")
-        return AutoTokenizer.from_pretrained(self.tokenizer_name_or_path)
+        try:
+            return AutoTokenizer.from_pretrained(self.tokenizer_name_or_path)
+        except (OSError, ValueError) as error:
+            raise unloadable(
+                "--data.tokenizer_name_or_path", self.tokenizer_name_or_path, error
+            ) from None
 
     def prepare_data(self) -> None:
         # One process per node tokenizes and fills the cache; setup() on every rank reads it.

@@ -12,7 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from transformers import AutoModelForSequenceClassification
 
 from seqcls.encoding import INDEX, LABELS
-from seqcls.errors import ConfigurationError
+from seqcls.errors import ConfigurationError, unloadable
 
 Batch = dict[str, torch.Tensor]
 
@@ -44,14 +44,17 @@ class SequenceClassifier(pl.LightningModule):
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.warmup_ratio = warmup_ratio
-        self.model = AutoModelForSequenceClassification.from_pretrained(
-            model_name_or_path,
-            num_labels=len(label_names),
-            id2label=dict(enumerate(label_names)),
-            label2id={name: index for index, name in enumerate(label_names)},
-            # A checkpoint fine-tuned on other labels keeps its encoder and gets a new head.
-            ignore_mismatched_sizes=True,
-        )
+        try:
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                model_name_or_path,
+                num_labels=len(label_names),
+                id2label=dict(enumerate(label_names)),
+                label2id={name: index for index, name in enumerate(label_names)},
+                # A checkpoint fine-tuned on other labels keeps its encoder, gets a new head.
+                ignore_mismatched_sizes=True,
+            )
+        except (OSError, ValueError) as error:
+            raise unloadable("--model.model_name_or_path", model_name_or_path, error) from None
         # from_pretrained() returns the model in eval mode and Lightning keeps each
         # submodule's mode, so without this dropout would be off for the whole run.
         self.model.train()

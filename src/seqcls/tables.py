@@ -32,18 +32,19 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     fs, fs_path = fsspec.core.url_to_fs(path)
     if not fs.isfile(fs_path):
         raise ConfigurationError(f"{flag}: file not found: {path}")
+    empty = ConfigurationError(f"{flag}: {path} has no rows; give a file with at least one example")
     try:
         table = datasets.load_dataset(builder, data_files=path, split="train", **options)
     except (ValueError, datasets.exceptions.DatasetGenerationError) as error:
+        if "corresponds to no data" in str(error):  # datasets' words for a header-only file
+            raise empty from None
         raise ConfigurationError(
             f"{flag}: cannot read {path} as {builder}: {_first_line(error)}"
         ) from None
     if not isinstance(table, datasets.Dataset):
         raise ConfigurationError(f"{flag}: {path} did not load as a single table")
     if len(table) == 0:
-        raise ConfigurationError(
-            f"{flag}: {path} has no rows; give a file with at least one example"
-        )
+        raise empty
     return table
 
 

@@ -1,0 +1,163 @@
+"""The real ``seqcls`` CLI on CPU with a tiny model: fit, then every file the run writes."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from transformers import pipeline
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+LABELS = ["account", "billing", "shipping", "technical"]
+STEPS_PER_EPOCH, EPOCHS = 4, 3  # 64 examples, batch 16
+
+
+def fit_args(run: Path, model: Path, cache: Path, *extra: str) -> list[str]:
+    return [
+        "fit",
+        "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", str(model),
+        "--model.learning_rate", "1e-3",
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "64",
+        "--data.cache_dir", str(cache),
+        "--trainer.default_root_dir", str(run),
+        "--trainer.max_epochs", str(EPOCHS),
+        "--trainer.enable_progress_bar", "false",
+        *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
+    run_dir = tmp_path_factory.mktemp("run")
+    main(fit_args(run_dir, tiny_bert, run_dir.parent / "cache"))
+    return run_dir
+
+
+def best_checkpoint(run: Path) -> Path:
+    (best,) = (run / "checkpoints").glob("best-*.ckpt")
+    return best
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as stream:
+        return list(csv.DictReader(stream))
+
+
+def test_run_directory_has_every_output(run: Path) -> None:
+    for name in ["config.yaml", "metrics.json", "checkpoints/last.ckpt", "logs/hparams.yaml"]:
+        assert (run / name).is_file(), name
+    for name in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]:
+        assert (run / "model" / name).is_file(), name
+    assert best_checkpoint(run).name.startswith("best-epoch")
+    assert not list((run / "logs").glob("version_*"))
+
+
+def test_config_records_the_label_names(run: Path) -> None:
+    config = (run / "config.yaml").read_text()
+    assert "label_names:\n  - account\n  - billing\n  - shipping\n  - technical" in config
+
+
+def test_last_checkpoint_is_the_final_step(run: Path) -> None:
+    last = torch.load(run / "checkpoints/last.ckpt", weights_only=True)
+    assert last["global_step"] == STEPS_PER_EPOCH * EPOCHS
+    assert last["hyper_parameters"]["label_names"] == LABELS
+
+
+def test_tensorboard_has_loss_learning_rate_and_validation_metrics(run: Path) -> None:
+    events = EventAccumulator(str(run / "logs"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "val/accuracy", "val/f1", "val/loss"} <= tags
+    assert any(tag.startswith("lr-AdamW") for tag in tags)
+    assert len(events.Scalars("val/accuracy")) == EPOCHS
+
+
+def test_metrics_file_matches_the_best_checkpoint(run: Path) -> None:
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["validation"]) == {"accuracy", "f1", "loss"}
+    best = torch.load(best_checkpoint(run), weights_only=True)
+    assert metrics["best"] == {"epoch": best["epoch"], "step": best["global_step"]}
+
+
+def test_validate_reproduces_the_best_metrics_and_writes_its_own_file(
+    run: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "validate"
+    main([
+        "validate", "--config", str(run / "config.yaml"),
+        "--ckpt_path", str(best_checkpoint(run)),
+        "--trainer.default_root_dir", str(out),
+    ])  # fmt: skip
+    fitted = json.loads((run / "metrics.json").read_text())["validation"]
+    validated = json.loads((out / "metrics.json").read_text())["validation"]
+    assert validated == pytest.approx(fitted, abs=1e-5)
+    assert not (out / "config.yaml").exists()
+
+
+def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "test"
+    main([
+        "test", "--config", str(run / "config.yaml"),
+        "--ckpt_path", str(run / "checkpoints/last.ckpt"),
+        "--data.test_file", str(SAMPLE / "validation.csv"),
+        "--trainer.default_root_dir", str(out),
+    ])  # fmt: skip
+    assert set(json.loads((out / "metrics.json").read_text())["test"]) == {"accuracy", "f1", "loss"}
+
+
+@pytest.fixture(scope="module")
+def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+    out = tmp_path_factory.mktemp("predict")
+    main([
+        "predict", "--config", str(run / "config.yaml"),
+        "--ckpt_path", str(best_checkpoint(run)),
+        "--data.predict_file", str(SAMPLE / "predict.csv"),
+        "--trainer.default_root_dir", str(out),
+    ])  # fmt: skip
+    return read_rows(out / "predictions.csv")
+
+
+def test_predict_writes_one_row_per_input_in_order(predictions: list[dict[str, str]]) -> None:
+    inputs = read_rows(SAMPLE / "predict.csv")
+    assert [int(row["index"]) for row in predictions] == list(range(len(inputs)))
+    for row in predictions:
+        scores = [float(row[f"score_{name}"]) for name in LABELS]
+        assert row["label"] == LABELS[scores.index(max(scores))]
+        assert float(row["score"]) == max(scores)
+        assert sum(scores) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_exported_model_predicts_like_the_checkpoint(
+    run: Path, predictions: list[dict[str, str]]
+) -> None:
+    classify = pipeline("text-classification", model=str(run / "model"), device="cpu")
+    texts = [row["text"] for row in read_rows(SAMPLE / "predict.csv")]
+    results = classify(texts, top_k=None)
+    for row, scores in zip(predictions, results, strict=True):
+        by_name = {item["label"]: item["score"] for item in scores}
+        assert set(by_name) == set(LABELS)
+        for name in LABELS:
+            assert by_name[name] == pytest.approx(float(row[f"score_{name}"]), abs=1e-5)
+
+
+def test_last_checkpoint_stays_fresh_when_the_metric_stops_improving(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    # Monitoring the epoch number with mode=min keeps epoch 0 the best for good: Lightning's
+    # own save_last would then leave last.ckpt at epoch 0.
+    main(fit_args(
+        tmp_path, tiny_bert, tmp_path / "cache",
+        "--checkpoint.monitor", "epoch", "--checkpoint.mode", "min",
+    ))  # fmt: skip
+    best = torch.load(best_checkpoint(tmp_path), weights_only=True)
+    last = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
+    assert best["epoch"] == 0
+    assert last["global_step"] == STEPS_PER_EPOCH * EPOCHS
