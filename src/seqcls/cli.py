@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import datasets
 from jsonargparse import Namespace
 from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
@@ -75,26 +76,30 @@ class SeqclsCLI(LightningCLI):
             config.checkpoint.dirpath = os.path.join(run_dir, "checkpoints")
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        trainer_config = self._get(self.config_init, "trainer", default={})
-        extra: dict[str, Any] = {}
-        if trainer_config.get("logger") in (None, True):
+        config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        if config.get("logger") in (None, True):
             # One fixed folder (no version_N) so a resumed run keeps writing to the same logs.
-            run_dir = trainer_config["default_root_dir"]
-            extra["logger"] = TensorBoardLogger(
-                run_dir, name="logs", version="", default_hp_metric=False
+            config["logger"] = TensorBoardLogger(
+                config["default_root_dir"], name="logs", version="", default_hp_metric=False
             )
-        checkpoint_dir = self._config().checkpoint.dirpath
         callbacks = [
-            LastCheckpoint(checkpoint_dir),
+            *(config.get("callbacks") or []),
             ExportBestModel(),
             MetricsFile(),
             PredictionWriter(),
         ]
-        if trainer_config.get("logger") is not False:
+        if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
-        existing = trainer_config.get("callbacks") or []
-        extra["callbacks"] = [*existing, *callbacks]
-        return super().instantiate_trainer(**extra, **kwargs)
+        # The configurable best-checkpoint callback (--checkpoint.*), plus last.ckpt; both
+        # are left out when checkpointing is switched off, which Lightning would reject.
+        keys = self._parser(self.subcommand).callback_keys
+        configured = [self._get(self.config_init, key) for key in keys]
+        if config.get("enable_checkpointing") is not False:
+            callbacks.append(LastCheckpoint(self._config().checkpoint.dirpath))
+        else:
+            configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
+        config["callbacks"] = callbacks
+        return self._instantiate_trainer(config, configured)
 
     def after_fit(self) -> None:
         run_dir = Path(self.trainer.default_root_dir)
@@ -118,7 +123,12 @@ def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
         TextClassificationDataModule,
         save_config_callback=SaveRunConfig,
         save_config_kwargs={"overwrite": True},
-        trainer_defaults={"default_root_dir": "runs/default", "log_every_n_steps": 10},
+        trainer_defaults={
+            "default_root_dir": "runs/default",
+            # Lightning's own default is 1000 epochs; fine-tuning wants a few.
+            "max_epochs": 3,
+            "log_every_n_steps": 10,
+        },
         seed_everything_default=42,
         args=args,
         run=run,
@@ -128,6 +138,8 @@ def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
 def main(args: ArgsType = None) -> None:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     logging.getLogger("seqcls").setLevel(logging.INFO)
+    # Reading and caching files is quick; its progress bars would bury the training output.
+    datasets.disable_progress_bars()
     try:
         make_cli(args)
     except ConfigurationError as error:

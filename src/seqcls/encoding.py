@@ -75,6 +75,7 @@ def load_encoded(
     if (target / "dataset_info.json").is_file():
         log.info("%s: using cached tokens in %s", flag, target)
         return datasets.load_from_disk(str(target))
+    log.info("%s: tokenizing %s (cached in %s)", flag, path, target)
     encoded = encode_table(path, flag=flag, tokenizer=tokenizer, spec=spec)
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     encoded.save_to_disk(str(staging))

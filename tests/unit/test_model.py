@@ -87,7 +87,7 @@ def test_labels_configure_the_head_and_names(tiny_bert: Path) -> None:
 
 
 def test_no_label_names_is_a_clear_error(tiny_bert: Path) -> None:
-    with pytest.raises(ConfigurationError, match="--data.label_names"):
+    with pytest.raises(ConfigurationError, match=r"--data\.label_names"):
         SequenceClassifier(str(tiny_bert))
 
 

@@ -1,0 +1,53 @@
+"""benchmarks/throughput.py runs end to end on a tiny model and reports consistent numbers."""
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+BATCH_SIZE = 8
+
+
+def load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("throughput", REPO / "benchmarks/throughput.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_reports_consistent_results(tiny_bert: Path, tmp_path: Path) -> None:
+    json_path = tmp_path / "throughput.json"
+    results = load_benchmark().main(
+        [
+            *("--config", str(REPO / "configs/local.yaml")),
+            *("--steps", "3", "--warmup-steps", "1"),
+            *("--json", str(json_path)),
+            *("--model.model_name_or_path", str(tiny_bert)),
+            *("--data.train_file", str(REPO / "data/sample/train.csv")),
+            *("--data.validation_file", str(REPO / "data/sample/validation.csv")),
+            *("--data.cache_dir", str(tmp_path / "cache")),
+            *("--data.batch_size", str(BATCH_SIZE)),
+            # The tiny model has 64 position embeddings.
+            *("--data.max_length", "64"),
+        ]
+    )
+
+    assert results["steps"] == 3
+    assert results["warmup_steps"] == 1
+    assert results["examples"] == 3 * BATCH_SIZE
+    assert results["batch_size"] == BATCH_SIZE
+    assert results["model"] == str(tiny_bert)
+    assert 0 < results["real_tokens"] <= results["computed_tokens"]
+    assert 0 < results["padding_efficiency"] <= 1
+    assert results["examples_per_s"] > 0
+    assert results["real_tokens_per_s"] > 0
+    assert results["mean_step_time_s"] > 0
+    assert results["peak_rss_mib"] > 0
+    for key in ("device", "torch", "transformers", "command"):
+        assert isinstance(results[key], str)
+        assert results[key]
+    assert results["threads"] >= 1
+    assert json.loads(json_path.read_text()) == results

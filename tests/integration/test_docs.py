@@ -1,0 +1,91 @@
+"""Every command in the README and docs/ runs, as written, in a copy of the repository.
+
+``seqcls`` and benchmark commands run here for real, with a tiny BERT standing in for the
+quickstart model. ``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI
+itself). Commands marked ``# needs the Hub`` cannot download here, so they are only parsed.
+"""
+
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+SCRIPTS = {
+    "scripts/train-local.sh": "tests/integration/test_train_local.py",
+    "scripts/test.sh": ".ci/run",
+}
+BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
+
+
+def blocks() -> Iterator[tuple[str, str, str]]:
+    for doc in DOCS:
+        for language, body in BLOCK.findall(doc.read_text()):
+            yield doc.name, language, body
+
+
+def commands(body: str) -> Iterator[tuple[list[str], bool]]:
+    for line in body.replace("\\\n", " ").splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield shlex.split(line, comments=True), "# needs the Hub" in line
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for folder in ["configs", "data", "benchmarks"]:
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "all-MiniLM-L6-v2").symlink_to(tiny_bert)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SEQCLS_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def run_benchmark(args: list[str]) -> None:
+    spec = importlib.util.spec_from_file_location("throughput", "benchmarks/throughput.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(args)
+
+
+def test_docs_have_commands() -> None:
+    assert sum(1 for _ in blocks()) >= 5
+
+
+def test_every_documented_command_runs(workspace: Path) -> None:
+    ran = 0
+    # Shell blocks first, in order; Python examples use what they produced.
+    for doc, language, body in sorted(blocks(), key=lambda block: block[1] == "python"):
+        if language == "python":
+            exec(compile(body, doc, "exec"), {})
+            ran += 1
+            continue
+        for argv, needs_hub in commands(body):
+            program, args = argv[0], argv[1:]
+            if program == "bash":
+                assert args[0] in SCRIPTS, f"{doc}: no test runs {args[0]}"
+                assert (REPO / SCRIPTS[args[0]]).is_file()
+            elif program == "seqcls" and needs_hub:
+                with pytest.raises(SystemExit) as done:
+                    main([*args, "--print_config"])
+                assert done.value.code in (0, None), argv
+            elif program == "seqcls":
+                main(args)
+            elif argv[:2] == [".venv/bin/python", "benchmarks/throughput.py"]:
+                run_benchmark(argv[2:])
+            else:
+                pytest.fail(f"{doc}: no test knows how to run {shlex.join(argv)}")
+            ran += 1
+    assert ran >= 8
+    assert (workspace / "runs/quickstart/predictions.csv").is_file()
+    assert os.path.isdir(workspace / "runs/my-data/model")
