@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "transformers": transformers.__version__,
         "model": cli.model.hparams["model_name_or_path"],
         "batch_size": cli.datamodule.batch_size,
-        "command": shlex.join([sys.executable, os.path.relpath(__file__), *argv]),
+        "command": shlex.join([os.path.relpath(sys.executable), os.path.relpath(__file__), *argv]),
     }
     print(format_table(results))
     if args.json:
