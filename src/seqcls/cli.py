@@ -43,7 +43,10 @@ class SaveRunConfig(SaveConfigCallback):
             return
         datamodule = getattr(trainer, "datamodule", None)
         if trainer.is_global_zero and isinstance(datamodule, TextClassificationDataModule):
+            # Record what was derived from the data, so later commands need not read it again.
             self.config.data.label_names = datamodule.label_names
+            self.config.data.problem_type = datamodule.problem_type
+            self.config.data.metrics = datamodule.metrics
             run_dir = Path(trainer.default_root_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
             self.parser.save(
@@ -57,8 +60,6 @@ class SeqclsCLI(LightningCLI):
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.set_defaults(
             {
-                "checkpoint.monitor": "val/accuracy",
-                "checkpoint.mode": "max",
                 # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
                 "checkpoint.save_last": False,
                 "checkpoint.save_top_k": 1,
@@ -67,7 +68,8 @@ class SeqclsCLI(LightningCLI):
             }
         )
         parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
-        parser.link_arguments("data.label_names", "model.label_names", apply_on="instantiate")
+        for derived in ["label_names", "problem_type", "metrics", "validation_names"]:
+            parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
 
     def before_instantiate_classes(self) -> None:
         config = self._config()
@@ -94,12 +96,21 @@ class SeqclsCLI(LightningCLI):
         # are left out when checkpointing is switched off, which Lightning would reject.
         keys = self._parser(self.subcommand).callback_keys
         configured = [self._get(self.config_init, key) for key in keys]
+        configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
         if config.get("enable_checkpointing") is not False:
-            callbacks.append(LastCheckpoint(self._config().checkpoint.dirpath))
-        else:
-            configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
+            callbacks += [
+                self._best_checkpoint(),
+                LastCheckpoint(self._config().checkpoint.dirpath),
+            ]
         config["callbacks"] = callbacks
         return self._instantiate_trainer(config, configured)
+
+    def _best_checkpoint(self) -> ModelCheckpoint:
+        """The --checkpoint.* callback, monitoring the data's first metric unless told otherwise."""
+        options = self._config().checkpoint.as_dict()
+        if options["monitor"] is None and isinstance(self.datamodule, TextClassificationDataModule):
+            options["monitor"], options["mode"] = self.datamodule.monitor
+        return ModelCheckpoint(**options)
 
     def after_fit(self) -> None:
         run_dir = Path(self.trainer.default_root_dir)

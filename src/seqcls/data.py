@@ -1,6 +1,5 @@
-"""TextClassificationDataModule: labelled text files in, padded token batches out."""
+"""TextClassificationDataModule: labelled text in, padded token batches out."""
 
-import logging
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -13,13 +12,14 @@ from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedToken
 
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded
 from seqcls.errors import ConfigurationError, unloadable
-from seqcls.labels import infer_label_names
-from seqcls.tables import read_table
-
-log = logging.getLogger(__name__)
+from seqcls.labels import LabelSpace, ProblemType, infer_label_space
+from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
+from seqcls.sampling import hold_out, subsample
+from seqcls.sources import Source
+from seqcls.tables import require_columns
+from seqcls.tasks import GLUE_DATASETS, glue_task
 
 Split = Literal["train", "validation", "test", "predict"]
-# Which splits each Trainer entry point reads.
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
     "fit": ("train", "validation"),
     "validate": ("validation",),
@@ -33,88 +33,162 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def __init__(
         self,
         train_file: str | None = None,
-        validation_file: str | None = None,
+        validation_file: str | dict[str, str] | None = None,
         test_file: str | None = None,
         predict_file: str | None = None,
+        dataset_name: str | None = None,
+        dataset_config: str | None = None,
+        train_split: str = "train",
+        validation_split: str | list[str] = "validation",
+        test_split: str = "test",
+        predict_split: str = "test",
         text_column: str = "text",
         text_pair_column: str | None = None,
         label_column: str = "label",
         label_names: list[str] | None = None,
+        problem_type: ProblemType | None = None,
+        metrics: list[str] | None = None,
+        validation_fraction: float = 0.1,
         tokenizer_name_or_path: str | None = None,
         max_length: int = 128,
         padding: Literal["longest", "max_length"] = "longest",
         batch_size: int = 32,
         eval_batch_size: int | None = None,
+        train_fraction: float | None = None,
         max_train_samples: int | None = None,
         num_workers: int = 0,
+        num_proc: int | None = None,
+        output_format: Literal["csv", "jsonl", "glue"] = "csv",
+        seed: int = 42,
         cache_dir: str | None = None,
     ) -> None:
-        """Labelled text from CSV, TSV, JSON Lines or Parquet files.
+        """Labelled text from local or remote files (CSV, TSV, JSON Lines, Parquet) or the hub.
 
         Args:
-            train_file: Training examples. Also the source of the label names unless
-                ``label_names`` is given.
-            validation_file: Examples scored after each epoch; they choose the best checkpoint.
-            test_file: Examples scored by ``seqcls test``.
-            predict_file: Texts labelled by ``seqcls predict``; needs only the text column(s).
+            train_file: Training examples; also the source of the label names unless
+                ``label_names`` is given. Any ``*_file`` replaces the hub dataset.
+            validation_file: Scored after each epoch to choose the best checkpoint. A mapping
+                of names to files scores several sets (``{matched: a.tsv, mismatched: b.tsv}``).
+                Without one, ``validation_fraction`` of the training rows are held out.
+            test_file: Scored by ``seqcls test``.
+            predict_file: Labelled by ``seqcls predict``; needs only the text column(s).
+            dataset_name: A hub dataset (``nyu-mll/glue``), used when no file is given.
+            dataset_config: The hub dataset's configuration (``rte``).
+            train_split: The hub split to train on.
+            validation_split: The hub split(s) to validate on; several get separate metrics.
+            test_split: The hub split ``seqcls test`` scores.
+            predict_split: The hub split ``seqcls predict`` labels.
             text_column: Column holding the text.
-            text_pair_column: Column holding the second text of a pair (entailment,
-                paraphrase); leave unset for single texts.
-            label_column: Column holding the label: a name or an integer.
-            label_names: Every label, in id order. By default the sorted unique labels of
-                ``train_file``. The run's config.yaml records them, so later commands map
-                ids to the same names.
+            text_pair_column: Column holding the second text of a pair; unset for single texts.
+            label_column: Column holding the label: a name, an integer, a float (regression)
+                or a list of labels (multi-label).
+            label_names: Every label, in id order. By default the hub's class names or the
+                sorted labels of the training data. config.yaml records them.
+            problem_type: By default from the labels: lists are multi-label, floats a
+                regression, anything else single-label classification.
+            metrics: Metric names, the first one choosing the best checkpoint. By default
+                accuracy and f1; micro_f1 and macro_f1 (multi-label); pearson, spearman and
+                mse (regression). Also matthews, macro_f1, subset_accuracy.
+            validation_fraction: Share of training rows held out (seeded, stratified by
+                class) when there is no validation set.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
             max_length: Longest input in tokens; longer inputs are truncated.
             padding: ``longest`` pads each batch to its longest input (rounded up to a
                 multiple of 8); ``max_length`` pads every batch to ``max_length``.
             batch_size: Examples per training batch on each device.
-            eval_batch_size: Examples per validation, test or predict batch; default ``batch_size``.
-            max_train_samples: Train on only the first N training examples.
+            eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
+            train_fraction: Train on this seeded random share of the training rows.
+            max_train_samples: Train on at most the first N training rows (after
+                ``train_fraction``).
             num_workers: Background processes that collate batches.
+            num_proc: Processes that tokenize; by default several from 50,000 rows on.
+            output_format: ``seqcls predict`` writes ``predictions.csv``, ``predictions.jsonl``
+                or, with ``glue``, a GLUE submission file such as ``RTE.tsv``.
+            seed: Seed for the held-out split and ``train_fraction``.
             cache_dir: Where tokenized splits are cached; default ``$SEQCLS_CACHE`` or
                 ``~/.cache/seqcls``.
         """
         super().__init__()
-        self.files: dict[Split, str | None] = {
+        self.files = {
             "train": train_file,
             "validation": validation_file,
             "test": test_file,
             "predict": predict_file,
         }
-        self.text_column = text_column
-        self.text_pair_column = text_pair_column
+        self.use_files = any(self.files.values())
+        self.dataset_name, self.dataset_config = dataset_name, dataset_config
+        self.hub_splits: dict[Split, str | list[str]] = {
+            "train": train_split,
+            "validation": validation_split,
+            "test": test_split,
+            "predict": predict_split,
+        }
+        self.text_column, self.text_pair_column = text_column, text_pair_column
         self.label_column = label_column
-        self._label_names = label_names
+        self._label_names, self._problem_type, self._metrics = label_names, problem_type, metrics
+        self.validation_fraction = validation_fraction
         self.tokenizer_name_or_path = tokenizer_name_or_path
-        self.max_length = max_length
-        self.padding = padding
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.max_train_samples = max_train_samples
-        self.num_workers = num_workers
+        self.max_length, self.padding = max_length, padding
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
+        self.num_workers, self.num_proc = num_workers, num_proc
+        self.output_format, self.seed = output_format, seed
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.splits: dict[Split, datasets.Dataset] = {}
+        self.splits: dict[Split, list[datasets.Dataset]] = {}
+        if dataset_name in GLUE_DATASETS and not self.use_files:
+            glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
+        if not self.use_files and dataset_name is None:
+            raise ConfigurationError(
+                "no data: pass --data.train_file (and --data.validation_file), or a hub "
+                "dataset with --data.dataset_name"
+            )
+
+    # What the model needs to know, linked to it when the CLI builds both.
 
     @cached_property
+    def label_space(self) -> LabelSpace:
+        if self._problem_type == "regression" or (self._label_names and self._problem_type):
+            given = self._label_names or [self.label_column]
+            return LabelSpace(self._problem_type, tuple(given))
+        (source,) = self.sources("train")
+        table = source.read()
+        require_columns(table, {"label_column": self.label_column}, path=source.label)
+        feature = table.features[self.label_column]
+        names: list[str] | None = self._label_names
+        if names is None and isinstance(feature, datasets.ClassLabel):
+            names = feature.names
+        return infer_label_space(
+            table[self.label_column],
+            where=f"{source.label}, column {self.label_column!r}",
+            column=self.label_column,
+            names=names,
+            problem_type=self._problem_type,
+        )
+
+    @property
     def label_names(self) -> list[str]:
-        """The label vocabulary, in id order."""
-        if self._label_names:
-            return list(self._label_names)
-        train_file = self.files["train"]
-        if train_file is None:
-            raise ConfigurationError(
-                "label names are unknown: pass --data.train_file to read them from the "
-                "training data, or --data.label_names"
-            )
-        table = read_table(train_file, flag="--data.train_file")
-        if self.label_column not in table.column_names:
-            raise ConfigurationError(
-                f"{train_file}: missing column {self.label_column!r} (--data.label_column); "
-                f"the file has {table.column_names}"
-            )
-        where = f"{train_file}, column {self.label_column!r}"
-        return infer_label_names(table[self.label_column], where=where)
+        return list(self.label_space.names)
+
+    @property
+    def problem_type(self) -> ProblemType:
+        return self.label_space.problem_type
+
+    @property
+    def metrics(self) -> list[str]:
+        names = self._metrics or list(DEFAULT_METRICS[self.problem_type])
+        check_metric_names(names, self.problem_type)
+        return names
+
+    @property
+    def validation_names(self) -> list[str]:
+        """One name per validation set: its metrics are logged as ``NAME/metric``."""
+        return ["val" if not key else f"val_{key}" for key, _ in self._validation_keys()]
+
+    @property
+    def monitor(self) -> tuple[str, Literal["min", "max"]]:
+        """The metric that picks the best checkpoint, and whether lower or higher is better."""
+        first = self.metrics[0]
+        return f"{self.validation_names[0]}/{first}", "min" if first in LOWER_IS_BETTER else "max"
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -127,31 +201,56 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 "--data.tokenizer_name_or_path", self.tokenizer_name_or_path, error
             ) from None
 
+    # Lightning hooks.
+
     def prepare_data(self) -> None:
         # One process per node tokenizes and fills the cache; setup() on every rank reads it.
         for split in _STAGE_SPLITS[self._stage()]:
-            self._encoded(split)
+            for source in self.sources(split):
+                self._encode(source, labelled=split != "predict")
 
     def setup(self, stage: str) -> None:
         for split in _STAGE_SPLITS[stage]:
-            encoded = self._encoded(split)
-            if split == "train" and self.max_train_samples is not None:
-                encoded = encoded.select(range(min(self.max_train_samples, len(encoded))))
-            self.splits[split] = encoded
+            self.splits[split] = [
+                self._encode(source, labelled=split != "predict") for source in self.sources(split)
+            ]
+        if stage in ("fit", "validate") and not self.has_validation_source():
+            (train,) = [self._encode(source, labelled=True) for source in self.sources("train")]
+            stratify = self.problem_type == "single_label_classification"
+            rest, held = hold_out(
+                train, self.validation_fraction, seed=self.seed, stratify=stratify
+            )
+            self.splits["validation"] = [held]
+            if stage == "fit":
+                self.splits["train"] = [rest]
         if stage == "fit":
-            self._show_examples(self.splits["train"])
+            (train,) = self.splits["train"]
+            train = subsample(
+                train,
+                fraction=self.train_fraction,
+                max_samples=self.max_train_samples,
+                seed=self.seed,
+            )
+            self.splits["train"] = [train]
+            self._show_examples(train)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", batch_size=self.batch_size, shuffle=True)
+        (train,) = self.splits["train"]
+        return self._loader(train, batch_size=self.batch_size, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", batch_size=self.eval_batch_size)
+    def val_dataloader(self) -> list[DataLoader]:
+        return [
+            self._loader(rows, batch_size=self.eval_batch_size)
+            for rows in self.splits["validation"]
+        ]
 
     def test_dataloader(self) -> DataLoader:
-        return self._loader("test", batch_size=self.eval_batch_size)
+        (test,) = self.splits["test"]
+        return self._loader(test, batch_size=self.eval_batch_size)
 
     def predict_dataloader(self) -> DataLoader:
-        return self._loader("predict", batch_size=self.eval_batch_size)
+        (rows,) = self.splits["predict"]
+        return self._loader(rows, batch_size=self.eval_batch_size)
 
     def collate(self) -> DataCollatorWithPadding:
         if self.padding == "max_length":
@@ -161,9 +260,71 @@ class TextClassificationDataModule(pl.LightningDataModule):
         # Multiples of 8 keep tensor-core shapes and bound how many shapes a compiler sees.
         return DataCollatorWithPadding(self.tokenizer, padding="longest", pad_to_multiple_of=8)
 
-    def _loader(self, split: Split, *, batch_size: int, shuffle: bool = False) -> DataLoader:
+    # Where each split comes from.
+
+    def sources(self, split: Split) -> list[Source]:
+        if split == "validation":
+            return [source for _, source in self._validation_keys() if source is not None]
+        flag = f"--data.{split}_file"
+        if self.use_files:
+            path = self.files[split]
+            if not isinstance(path, str):
+                raise ConfigurationError(f"no {split} data: pass {flag}")
+            return [Source(flag, path=path)]
+        hub_split = self.hub_splits[split]
+        return [self._hub_source(f"--data.{split}_split", str(hub_split))]
+
+    def has_validation_source(self) -> bool:
+        return any(source is not None for _, source in self._validation_keys())
+
+    def _validation_keys(self) -> list[tuple[str, Source | None]]:
+        """(name, source) per validation set; ("", None) stands for the held-out rows."""
+        if self.use_files:
+            files = self.files["validation"]
+            if files is None:
+                return [("", None)]
+            if isinstance(files, str):
+                return [("", Source("--data.validation_file", path=files))]
+            return [
+                (key, Source("--data.validation_file", path=path)) for key, path in files.items()
+            ]
+        splits = self.hub_splits["validation"]
+        names = [splits] if isinstance(splits, str) else splits
+        keyed = len(names) > 1
+        return [
+            (
+                name.removeprefix("validation_") if keyed else "",
+                self._hub_source("--data.validation_split", name),
+            )
+            for name in names
+        ]
+
+    def _hub_source(self, flag: str, split: str) -> Source:
+        return Source(
+            flag, dataset_name=self.dataset_name, dataset_config=self.dataset_config, split=split
+        )
+
+    def _encode(self, source: Source, *, labelled: bool) -> datasets.Dataset:
+        spec = EncodingSpec(
+            text_column=self.text_column,
+            text_pair_column=self.text_pair_column,
+            label_column=self.label_column if labelled else None,
+            labels=self.label_space if labelled else None,
+            max_length=self.max_length,
+        )
+        return load_encoded(
+            source,
+            tokenizer=self.tokenizer,
+            spec=spec,
+            cache_dir=self.cache_dir,
+            num_proc=self.num_proc,
+        )
+
+    def _loader(
+        self, rows: datasets.Dataset, *, batch_size: int, shuffle: bool = False
+    ) -> DataLoader:
         return DataLoader(
-            self.splits[split],
+            rows,
             batch_size=batch_size,
             shuffle=shuffle,
             collate_fn=self.collate(),
@@ -171,36 +332,22 @@ class TextClassificationDataModule(pl.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
-    def _encoded(self, split: Split) -> datasets.Dataset:
-        path = self.files[split]
-        if path is None:
-            raise ConfigurationError(f"no {split} data: pass --data.{split}_file")
-        labelled = split != "predict"
-        spec = EncodingSpec(
-            text_column=self.text_column,
-            text_pair_column=self.text_pair_column,
-            label_column=self.label_column if labelled else None,
-            label_names=tuple(self.label_names) if labelled else None,
-            max_length=self.max_length,
-        )
-        return load_encoded(
-            path,
-            flag=f"--data.{split}_file",
-            tokenizer=self.tokenizer,
-            spec=spec,
-            cache_dir=self.cache_dir,
-        )
-
     def _stage(self) -> str:
         trainer = self.trainer
-        if trainer is None:
+        if trainer is None or trainer.state.fn is None:
             raise RuntimeError("prepare_data() runs inside a Trainer; call setup(stage) directly")
-        if trainer.state.fn is None:
-            raise RuntimeError("prepare_data() ran outside a Trainer entry point")
         return str(trainer.state.fn.value)
 
     def _show_examples(self, train: datasets.Dataset) -> None:
         for row in train.select(range(min(_SHOWN_EXAMPLES, len(train)))):
             text = self.tokenizer.decode(row["input_ids"])
-            label = self.label_names[row[LABELS]]
-            rank_zero_info(f"Training example {row['index']} [{label}]: {text}")
+            rank_zero_info(
+                f"Training example {row['index']} [{self._describe(row[LABELS])}]: {text}"
+            )
+
+    def _describe(self, target: object) -> str:
+        if self.problem_type == "regression":
+            return f"{target:g}"
+        if isinstance(target, list):
+            return ", ".join(name for name, on in zip(self.label_names, target, strict=True) if on)
+        return self.label_names[int(target)]  # type: ignore[call-overload]

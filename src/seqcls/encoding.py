@@ -13,13 +13,16 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.errors import ConfigurationError
-from seqcls.labels import encode_labels
-from seqcls.tables import file_fingerprint, read_table, require_columns
+from seqcls.labels import LabelSpace, Target, encode_labels, is_unlabelled
+from seqcls.sources import Source
+from seqcls.tables import require_columns
 
 log = logging.getLogger(__name__)
 
 # Bump when the layout of an encoded split changes, so stale caches are ignored.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
+# Tokenize in several processes from this many rows on; below it, start-up costs more.
+PARALLEL_ROWS = 50_000
 # Columns of an encoded split besides the tokenizer's own: the label id and the input row.
 LABELS, INDEX = "labels", "index"
 
@@ -31,7 +34,7 @@ class EncodingSpec:
     text_column: str
     text_pair_column: str | None
     label_column: str | None  # None when the split has no labels (predict)
-    label_names: tuple[str, ...] | None
+    labels: LabelSpace | None
     max_length: int
 
 
@@ -53,30 +56,30 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def cache_key(path: str, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec) -> str:
-    state = [CACHE_FORMAT, file_fingerprint(path), tokenizer_fingerprint(tokenizer), asdict(spec)]
+def cache_key(source: Source, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec) -> str:
+    state = [CACHE_FORMAT, source.fingerprint(), tokenizer_fingerprint(tokenizer), asdict(spec)]
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:20]
 
 
 def load_encoded(
-    path: str,
+    source: Source,
     *,
-    flag: str,
     tokenizer: PreTrainedTokenizerBase,
     spec: EncodingSpec,
     cache_dir: Path,
+    num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """The encoded split for ``path``: read from the cache, or tokenized now and cached.
+    """The encoded split: read from the cache, or tokenized now and cached.
 
     Writes go to a temporary folder that is renamed into place, so a crash or a second
     process never sees half a cache entry.
     """
-    target = cache_dir / cache_key(path, tokenizer, spec)
+    target = cache_dir / cache_key(source, tokenizer, spec)
     if (target / "dataset_info.json").is_file():
-        log.info("%s: using cached tokens in %s", flag, target)
+        log.info("%s: using cached tokens in %s", source.flag, target)
         return datasets.load_from_disk(str(target))
-    log.info("%s: tokenizing %s (cached in %s)", flag, path, target)
-    encoded = encode_table(path, flag=flag, tokenizer=tokenizer, spec=spec)
+    log.info("%s: tokenizing %s (cached in %s)", source.flag, source.label, target)
+    encoded = encode_table(source, tokenizer=tokenizer, spec=spec, num_proc=num_proc)
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     encoded.save_to_disk(str(staging))
     try:
@@ -87,10 +90,15 @@ def load_encoded(
 
 
 def encode_table(
-    path: str, *, flag: str, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec
+    source: Source,
+    *,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: EncodingSpec,
+    num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """Tokenize every row of ``path`` (batched) and attach its label id and row index."""
-    table = read_table(path, flag=flag)
+    """Tokenize every row (batched) and attach its training target and row index."""
+    table = source.read()
+    path = source.label
     require_columns(
         table,
         {
@@ -100,32 +108,43 @@ def encode_table(
         },
         path=path,
     )
-    label_ids: list[int] | None = None
+    targets: list[Target] | None = None
     if spec.label_column is not None:
-        if spec.label_names is None:
-            raise ConfigurationError(f"{flag}: label names are unknown; pass --data.label_names")
-        where = f"{path}, column {spec.label_column!r}"
-        label_ids = encode_labels(table[spec.label_column], spec.label_names, where=where)
+        if spec.labels is None:
+            raise ConfigurationError(
+                f"{source.flag}: label names are unknown; pass --data.label_names"
+            )
+        values = table[spec.label_column]
+        if is_unlabelled(values):
+            raise ConfigurationError(
+                f"{path}: column {spec.label_column!r} holds no labels (only -1 or empty, as in "
+                "GLUE test splits), so there is nothing to score; use seqcls predict instead"
+            )
+        targets = encode_labels(values, spec.labels, where=f"{path}, column {spec.label_column!r}")
 
     def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
         texts = _texts(batch, spec.text_column, indices, path)
         pairs = (
             _texts(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None
         )
+        # longest_first trims the longer text of a pair first, as run_glue does.
         features = dict(
             tokenizer(texts, pairs, truncation="longest_first", max_length=spec.max_length)
         )
         features[INDEX] = indices
-        if label_ids is not None:
-            features[LABELS] = [label_ids[row] for row in indices]
+        if targets is not None:
+            features[LABELS] = [targets[row] for row in indices]
         return features
 
+    if num_proc is None and len(table) >= PARALLEL_ROWS:
+        num_proc = min(8, os.cpu_count() or 1)
     return table.map(
         encode,
         batched=True,
         with_indices=True,
         remove_columns=table.column_names,
-        desc=f"Tokenizing {Path(path).name}",
+        num_proc=num_proc,
+        desc=f"Tokenizing {path}",
         load_from_cache_file=False,  # the seqcls cache above is keyed more precisely
     )
 

@@ -1,22 +1,129 @@
-"""The label vocabulary: which names exist, in which stable order, and how rows map to ids."""
+"""The label space: the problem type, the label names in a stable order, and rows to targets."""
 
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from seqcls.errors import ConfigurationError
 
-_SHOWN = 5  # how many offending values an error message lists
+ProblemType = Literal["single_label_classification", "multi_label_classification", "regression"]
+PROBLEM_TYPES: tuple[ProblemType, ...] = (
+    "single_label_classification",
+    "multi_label_classification",
+    "regression",
+)
+UNLABELLED = -1  # GLUE test splits store this in place of a label
+_SHOWN = 10  # how many offending rows or values an error message lists
+Target = int | float | list[float]
 
 
-def infer_label_names(values: Iterable[object], *, where: str) -> list[str]:
-    """Sorted unique labels, as strings.
+@dataclass(frozen=True)
+class LabelSpace:
+    """What the model predicts: the problem type and the label names in id order.
 
-    Integers sort numerically (so 2 comes before 10) and strings alphabetically: the order
-    only depends on which labels exist, never on row order, so every run of the same data
-    gives the same ids. The names are saved with the model, so predictions map back to them.
+    A regression has one output, named after the label column.
     """
-    unique = {value for value in values if value is not None}
-    if not unique:
-        raise ConfigurationError(f"{where}: no labels found; check --data.label_column")
+
+    problem_type: ProblemType
+    names: tuple[str, ...]
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 if self.problem_type == "regression" else len(self.names)
+
+
+def infer_label_space(
+    values: Sequence[object],
+    *,
+    where: str,
+    column: str,
+    names: Sequence[str] | None = None,
+    problem_type: ProblemType | None = None,
+) -> LabelSpace:
+    """The label space of a training column, with any given names or problem type respected.
+
+    Without ``problem_type``: lists of labels make a multi-label problem, floats a regression,
+    anything else single-label classification. Names sort numerically for integers and
+    alphabetically for strings, so the ids depend only on which labels exist, never on row
+    order, and every run of the same data gives the same ids.
+    """
+    _require_labels(values, where=where)
+    if problem_type is None:
+        problem_type = _infer_problem_type(values)
+    if problem_type == "regression":
+        if any(not _is_number(value) for value in values):
+            bad = next(value for value in values if not _is_number(value))
+            raise ConfigurationError(
+                f"{where}: a regression needs numeric labels, found {bad!r}; fix the column "
+                "or drop --data.problem_type regression"
+            )
+        return LabelSpace("regression", (column,))
+    if names:
+        return LabelSpace(problem_type, tuple(names))
+    if problem_type == "multi_label_classification":
+        flat = [label for value in values for label in _as_list(value, where=where)]
+        return LabelSpace(problem_type, tuple(_sorted_names(flat, where=where)))
+    return LabelSpace(problem_type, tuple(_sorted_names(values, where=where)))
+
+
+def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) -> list[Target]:
+    """Each row's training target: a class id, a multi-hot vector or a float."""
+    _require_labels(values, where=where)
+    if space.problem_type == "regression":
+        return [float(value) for value in values]  # type: ignore[arg-type]
+    if space.problem_type == "multi_label_classification":
+        rows = [_as_list(value, where=where) for value in values]
+        ids = _label_ids([label for row in rows for label in row], space.names, where=where)
+        targets, start = [], 0
+        for row in rows:
+            target = [0.0] * len(space.names)
+            for index in ids[start : start + len(row)]:
+                target[index] = 1.0
+            targets.append(target)
+            start += len(row)
+        return targets  # type: ignore[return-value]
+    return list(_label_ids(values, space.names, where=where))
+
+
+def is_unlabelled(values: Sequence[object]) -> bool:
+    """True for a split whose labels are all missing or the GLUE placeholder -1."""
+    return all(value is None or value == UNLABELLED for value in values)
+
+
+def _label_ids(values: Sequence[object], names: Sequence[str], *, where: str) -> list[int]:
+    """Labels match names by their text (``1`` matches ``"1"``).
+
+    If no label matches any name and every label is an integer in ``range(len(names))``,
+    the integers are taken as ids, the way GLUE stores them beside a list of names.
+    """
+    index = {name: position for position, name in enumerate(names)}
+    texts = [str(value) for value in values]
+    unknown = sorted({text for text in texts if text not in index})
+    if not unknown:
+        return [index[text] for text in texts]
+    if not any(text in index for text in texts) and all(
+        isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names)
+        for value in values
+    ):
+        return [int(text) for text in texts]
+    shown = ", ".join(repr(text) for text in unknown[:_SHOWN])
+    raise ConfigurationError(
+        f"{where}: label(s) {shown} not among the training labels ({', '.join(names)}); "
+        "fix the data, or pass --data.label_names listing every label"
+    )
+
+
+def _infer_problem_type(values: Sequence[object]) -> ProblemType:
+    if any(isinstance(value, list) for value in values):
+        return "multi_label_classification"
+    if any(isinstance(value, float) for value in values) and all(map(_is_number, values)):
+        return "regression"
+    return "single_label_classification"
+
+
+def _sorted_names(values: Sequence[object], *, where: str) -> list[str]:
+    unique = set(values)
     integers = {value for value in unique if isinstance(value, int)}
     if integers == unique:
         return [str(value) for value in sorted(integers)]
@@ -30,33 +137,28 @@ def infer_label_names(values: Iterable[object], *, where: str) -> list[str]:
     )
 
 
-def encode_labels(values: Sequence[object], label_names: Sequence[str], *, where: str) -> list[int]:
-    """Map each row's label to its id in ``label_names``.
+def _as_list(value: object, *, where: str) -> list[object]:
+    if isinstance(value, list):
+        return value
+    raise ConfigurationError(
+        f"{where}: multi-label rows need a list of labels, found {value!r}; "
+        "write each row's labels as a JSON list (JSON Lines or Parquet)"
+    )
 
-    Labels match names by their text (``1`` matches ``"1"``). If no label matches any name
-    and every label is an integer in ``range(len(label_names))``, the integers are taken as
-    ids, the way GLUE files store them next to a list of names.
-    """
-    missing = [row for row, value in enumerate(values) if value is None]
+
+def _require_labels(values: Sequence[object], *, where: str) -> None:
+    missing = [row for row, value in enumerate(values) if _is_missing(value)]
     if missing:
         rows = ", ".join(str(row) for row in missing[:_SHOWN])
-        raise ConfigurationError(f"{where}: empty label in row(s) {rows}; every row needs a label")
-    index = {name: position for position, name in enumerate(label_names)}
-    texts = [str(value) for value in values]
-    unknown = sorted({text for text in texts if text not in index})
-    if not unknown:
-        return [index[text] for text in texts]
-    if _are_ids(values, len(label_names)) and not any(text in index for text in texts):
-        return [int(str(value)) for value in values]
-    shown = ", ".join(repr(text) for text in unknown[:_SHOWN])
-    raise ConfigurationError(
-        f"{where}: label(s) {shown} not among the training labels ({', '.join(label_names)}); "
-        "fix the data, or pass --data.label_names listing every label"
-    )
+        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
+        raise ConfigurationError(
+            f"{where}: empty or NaN label in row(s) {rows}{more}; every row needs a label"
+        )
 
 
-def _are_ids(values: Sequence[object], count: int) -> bool:
-    return all(
-        isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count
-        for value in values
-    )
+def _is_missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == []
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,18 +1,20 @@
 """SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
+from torch.nn import ModuleList
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from transformers import AutoModelForSequenceClassification
 
 from seqcls.encoding import INDEX, LABELS
 from seqcls.errors import ConfigurationError, unloadable
+from seqcls.labels import LabelSpace, ProblemType
+from seqcls.metrics import DEFAULT_METRICS, build_metrics
 
 Batch = dict[str, torch.Tensor]
 
@@ -22,32 +24,40 @@ class SequenceClassifier(pl.LightningModule):
         self,
         model_name_or_path: str,
         label_names: list[str] | None = None,
+        problem_type: ProblemType = "single_label_classification",
+        metrics: list[str] | None = None,
+        validation_names: list[str] | None = None,
         learning_rate: float = 5e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
+        threshold: float = 0.5,
     ) -> None:
-        """A pretrained encoder with a fresh classification head.
+        """A pretrained encoder with a fresh classification or regression head.
 
         Args:
             model_name_or_path: Hub id or local directory of a pretrained model.
-            label_names: Class names in id order; filled in from the data.
+            label_names: Label names in id order; filled in from the data.
+            problem_type: Filled in from the data.
+            metrics: Metric names; filled in from the data.
+            validation_names: One name per validation set; filled in from the data.
             learning_rate: Peak AdamW learning rate, reached after warm-up.
             weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
+            threshold: Multi-label only: a label is predicted when its probability reaches this.
         """
         super().__init__()
         if not label_names:
             raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
         self.save_hyperparameters()
-        self.label_names = list(label_names)
-        self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.warmup_ratio = warmup_ratio
+        self.labels = LabelSpace(problem_type, tuple(label_names))
+        self.learning_rate, self.weight_decay = learning_rate, weight_decay
+        self.warmup_ratio, self.threshold = warmup_ratio, threshold
         try:
             self.model = AutoModelForSequenceClassification.from_pretrained(
                 model_name_or_path,
-                num_labels=len(label_names),
+                num_labels=self.labels.num_outputs,
+                problem_type=problem_type,
                 id2label=dict(enumerate(label_names)),
                 label2id={name: index for index, name in enumerate(label_names)},
                 # A checkpoint fine-tuned on other labels keeps its encoder, gets a new head.
@@ -58,15 +68,12 @@ class SequenceClassifier(pl.LightningModule):
         # from_pretrained() returns the model in eval mode and Lightning keeps each
         # submodule's mode, so without this dropout would be off for the whole run.
         self.model.train()
-        metrics = MetricCollection(
-            {
-                # validate_args=False: the checks copy tensors to the host on every update.
-                "accuracy": MulticlassAccuracy(len(label_names), validate_args=False),
-                "f1": MulticlassF1Score(len(label_names), average="macro", validate_args=False),
-            }
+        names = metrics or list(DEFAULT_METRICS[problem_type])
+        self.val_metrics = ModuleList(
+            build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
+            for prefix in validation_names or ["val"]
         )
-        self.val_metrics = metrics.clone(prefix="val/")
-        self.test_metrics = metrics.clone(prefix="test/")
+        self.test_metrics = build_metrics(names, self.labels, threshold=threshold, prefix="test/")
 
     def forward(self, batch: Batch) -> Any:
         inputs = {key: value for key, value in batch.items() if key != INDEX}
@@ -77,32 +84,44 @@ class SequenceClassifier(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[LABELS]))
         return loss
 
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.val_metrics, "val/loss")
+    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate(batch, cast(MetricCollection, self.val_metrics[dataloader_idx]))
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metrics, "test/loss")
+        self._evaluate(batch, self.test_metrics)
 
     def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
-        logits = self(batch).logits
-        return {INDEX: batch[INDEX], "probabilities": logits.float().softmax(dim=-1)}
+        return {INDEX: batch[INDEX], "scores": self.scores(self(batch).logits)}
 
-    def _evaluate(self, batch: Batch, metrics: MetricCollection, loss_name: str) -> None:
+    def scores(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
+        logits = logits.float()
+        if self.labels.problem_type == "regression":
+            return logits.squeeze(-1)
+        if self.labels.problem_type == "multi_label_classification":
+            return logits.sigmoid()
+        return logits.softmax(dim=-1)
+
+    def _evaluate(self, batch: Batch, metrics: MetricCollection) -> None:
         output = self(batch)
         labels = batch[LABELS]
-        metrics.update(output.logits.argmax(dim=-1), labels)
-        self.log(loss_name, output.loss, sync_dist=True, batch_size=len(labels))
-        self.log_dict(metrics, prog_bar=True)
+        scores = self.scores(output.logits)
+        if self.labels.problem_type == "single_label_classification":
+            scores = scores.argmax(dim=-1)
+        elif self.labels.problem_type == "multi_label_classification":
+            labels = labels.int()
+        metrics.update(scores, labels)
+        prefix = metrics.prefix or ""
+        log_options: dict[str, Any] = {"batch_size": len(labels), "add_dataloader_idx": False}
+        self.log(f"{prefix}loss", output.loss, sync_dist=True, **log_options)
+        self.log_dict(metrics, prog_bar=True, **log_options)
 
     def configure_optimizers(self) -> Any:
         # Decay only matrices (ndim >= 2): biases and norm scales have ndim 1 in every
         # architecture, which avoids matching parameter names per model family.
         params = [p for p in self.parameters() if p.requires_grad]
         groups = [
-            {
-                "params": [p for p in params if p.ndim >= 2],
-                "weight_decay": self.weight_decay,
-            },
+            {"params": [p for p in params if p.ndim >= 2], "weight_decay": self.weight_decay},
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
         optimizer = AdamW(groups, lr=self.learning_rate)

@@ -1,4 +1,4 @@
-"""What a run writes besides checkpoints: ``metrics.json`` and ``predictions.csv``."""
+"""What a run writes besides checkpoints: ``metrics.json`` and the predictions file."""
 
 import csv
 import json
@@ -14,19 +14,26 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from seqcls.checkpoints import best_checkpoint
 from seqcls.encoding import INDEX
+from seqcls.labels import LabelSpace
+from seqcls.tasks import glue_file_name, glue_task
 
 log = logging.getLogger(__name__)
-METRICS_FILE, PREDICTIONS_FILE = "metrics.json", "predictions.csv"
-# metric name prefix -> split name in metrics.json
-_SPLITS = {"val/": "validation", "test/": "test"}
+METRICS_FILE = "metrics.json"
+_STEP_KEYS = ("epoch", "step")
 
 
-def split_metrics(callback_metrics: dict[str, torch.Tensor], prefix: str) -> dict[str, float]:
-    return {
-        name.removeprefix(prefix): float(value)
-        for name, value in sorted(callback_metrics.items())
-        if name.startswith(prefix)
-    }
+def split_name(prefix: str) -> str:
+    """Metric prefix to split name in metrics.json: ``val_matched`` -> ``validation_matched``."""
+    return "validation" + prefix.removeprefix("val") if prefix.startswith("val") else prefix
+
+
+def group_by_split(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
+    grouped: dict[str, dict[str, float]] = {}
+    for name, value in sorted(metrics.items()):
+        prefix, _, metric = name.partition("/")
+        if metric:
+            grouped.setdefault(split_name(prefix), {})[metric] = value
+    return grouped
 
 
 def update_metrics_file(run_dir: Path, results: dict[str, Any]) -> Path:
@@ -39,6 +46,10 @@ def update_metrics_file(run_dir: Path, results: dict[str, Any]) -> Path:
     return path
 
 
+def _floats(metrics: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> dict[str, float]:
+    return {name: float(value) for name, value in metrics.items() if name.startswith(prefixes)}
+
+
 class MetricsFile(pl.Callback):
     """Write final metrics per split to ``RUN/metrics.json``.
 
@@ -48,41 +59,37 @@ class MetricsFile(pl.Callback):
     """
 
     def __init__(self) -> None:
-        self.history: list[dict[str, Any]] = []
+        self.history: list[dict[str, float]] = []
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        metrics = split_metrics(trainer.callback_metrics, "val/")
+        metrics = _floats(trainer.callback_metrics, ("val",))
         if trainer.state.fn == "fit":
             self.history.append(
                 {"epoch": trainer.current_epoch, "step": trainer.global_step, **metrics}
             )
         else:
-            self._write(trainer, {"validation": metrics})
+            self._write(trainer, group_by_split(metrics))
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._write(trainer, {"test": split_metrics(trainer.callback_metrics, "test/")})
+        self._write(trainer, group_by_split(_floats(trainer.callback_metrics, ("test/",))))
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self.history:
             return
         best = self._best_entry(best_checkpoint(trainer))
-        metrics = {key: value for key, value in best.items() if key not in ("epoch", "step")}
-        self._write(
-            trainer, {"validation": metrics, "best": {"epoch": best["epoch"], "step": best["step"]}}
-        )
+        metrics = {key: value for key, value in best.items() if key not in _STEP_KEYS}
+        steps = {key: int(best[key]) for key in _STEP_KEYS}
+        self._write(trainer, {**group_by_split(metrics), "best": steps})
 
-    def _best_entry(self, checkpoint: ModelCheckpoint | None) -> dict[str, Any]:
-        if checkpoint is None or checkpoint.monitor is None:
-            return self.history[-1]
-        name = checkpoint.monitor.removeprefix("val/")
-        scored = [entry for entry in self.history if name in entry]
-        if not scored:
+    def _best_entry(self, checkpoint: ModelCheckpoint | None) -> dict[str, float]:
+        scored = [e for e in self.history if checkpoint and checkpoint.monitor in e]
+        if not scored or checkpoint is None:
             return self.history[-1]
         # max() and min() return the first of equal entries: ModelCheckpoint keeps the first best.
         pick = max if checkpoint.mode == "max" else min
-        return pick(scored, key=lambda entry: entry[name])
+        return pick(scored, key=lambda entry: entry[str(checkpoint.monitor)])
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, results: dict[str, Any]) -> None:
@@ -91,7 +98,7 @@ class MetricsFile(pl.Callback):
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Write ``RUN/predictions.csv``: one row per input, in input order."""
+    """Write one row per input, in input order, as CSV, JSON Lines or a GLUE submission."""
 
     def __init__(self) -> None:
         super().__init__(write_interval="epoch")
@@ -108,19 +115,70 @@ class PredictionWriter(BasePredictionWriter):
             predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         )
         index = torch.cat([batch[INDEX] for batch in batches])
-        probabilities = torch.cat([batch["probabilities"] for batch in batches])
+        scores = torch.cat([batch["scores"] for batch in batches])
         order = index.argsort()
-        label_names: list[str] = list(pl_module.hparams["label_names"])
-        path = Path(trainer.default_root_dir) / PREDICTIONS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as stream:
-            writer = csv.writer(stream)
-            writer.writerow([INDEX, "label", "score", *(f"score_{name}" for name in label_names)])
-            for row in order.tolist():
-                scores = probabilities[row]
-                best = int(scores.argmax())
-                writer.writerow(
-                    [int(index[row]), label_names[best], f"{float(scores[best]):.6f}"]
-                    + [f"{float(score):.6f}" for score in scores]
-                )
-        log.info("Wrote %d predictions to %s", len(order), path)
+        in_order = zip(index[order].tolist(), scores[order].tolist(), strict=True)
+        space = LabelSpace(
+            pl_module.hparams["problem_type"], tuple(pl_module.hparams["label_names"])
+        )
+        threshold = float(pl_module.hparams.get("threshold", 0.5))
+        rows = [describe(row, score, space, threshold) for row, score in in_order]
+        datamodule = getattr(trainer, "datamodule", None)
+        output_format = getattr(datamodule, "output_format", "csv")
+        run_dir = Path(trainer.default_root_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if output_format == "glue":
+            path = write_glue(rows, space, run_dir, datamodule)
+        elif output_format == "jsonl":
+            path = run_dir / "predictions.jsonl"
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        else:
+            path = write_csv(rows, run_dir / "predictions.csv")
+        log.info("Wrote %d predictions to %s", len(rows), path)
+
+
+def describe(index: int, scores: Any, space: LabelSpace, threshold: float) -> dict[str, Any]:
+    """One output row: the prediction in words, then every score."""
+    if space.problem_type == "regression":
+        return {INDEX: index, "prediction": round(float(scores), 6)}
+    named = {
+        f"score_{name}": round(score, 6) for name, score in zip(space.names, scores, strict=True)
+    }
+    if space.problem_type == "multi_label_classification":
+        labels = [
+            name for name, score in zip(space.names, scores, strict=True) if score >= threshold
+        ]
+        return {INDEX: index, "labels": labels, **named}
+    best = max(range(len(scores)), key=scores.__getitem__)
+    return {INDEX: index, "label": space.names[best], "score": round(scores[best], 6), **named}
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
+    with path.open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            # A multi-label row's labels become one cell: "billing|shipping".
+            writer.writerow({k: "|".join(v) if isinstance(v, list) else v for k, v in row.items()})
+    return path
+
+
+def write_glue(
+    rows: list[dict[str, Any]], space: LabelSpace, run_dir: Path, datamodule: Any
+) -> Path:
+    """A GLUE submission file: ``index<TAB>prediction``, labels written as the task expects."""
+    config = getattr(datamodule, "dataset_config", None)
+    task = glue_task(config)
+    split = datamodule.files.get("predict") or datamodule.hub_splits["predict"]
+    path = run_dir / glue_file_name(config, str(split))
+    with path.open("w") as stream:
+        stream.write("index\tprediction\n")
+        for row in rows:
+            if task.label == "value":
+                value: object = row["prediction"]
+            elif task.label == "name":
+                value = row["label"]
+            else:
+                value = space.names.index(row["label"])
+            stream.write(f"{row[INDEX]}\t{value}\n")
+    return path

@@ -63,13 +63,13 @@ def test_given_label_names_keep_their_order(make_data) -> None:
     data = make_data(label_names=names)
     data.setup("fit")
     assert data.label_names == names
-    assert data.splits["train"]["labels"][:4] == [1, 2, 0, 3]
+    assert data.splits["train"][0]["labels"][:4] == [1, 2, 0, 3]
 
 
 def test_columns_are_mapped_and_pairs_are_encoded_together(make_data) -> None:
     data = make_data(text_pair_column="context")
     data.setup("fit")
-    row = data.splits["train"][0]
+    row = data.splits["train"][0][0]
     assert row["labels"] == 2  # shipping
     assert row["index"] == 0
     assert data.tokenizer.decode(row["input_ids"]).count("[SEP]") == 2
@@ -80,9 +80,9 @@ def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypat
     calls: list[str] = []
     encode = seqcls.encoding.encode_table
 
-    def counting(path: str, **kwargs: object):
-        calls.append(path)
-        return encode(path, **kwargs)  # type: ignore[arg-type]
+    def counting(source, **kwargs):
+        calls.append(source.label)
+        return encode(source, **kwargs)
 
     monkeypatch.setattr(seqcls.encoding, "encode_table", counting)
     first = make_data()
@@ -91,7 +91,7 @@ def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypat
     second = make_data()  # a new process would start like this
     second.setup("fit")
     assert len(calls) == 2
-    assert second.splits["train"]["input_ids"] == first.splits["train"]["input_ids"]
+    assert second.splits["train"][0]["input_ids"] == first.splits["train"][0]["input_ids"]
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,9 @@ def test_changing_what_shapes_the_tokens_tokenizes_again(make_data, monkeypatch,
     calls: list[str] = []
     encode = seqcls.encoding.encode_table
     monkeypatch.setattr(
-        seqcls.encoding, "encode_table", lambda path, **kw: calls.append(path) or encode(path, **kw)
+        seqcls.encoding,
+        "encode_table",
+        lambda src, **kw: calls.append(src.label) or encode(src, **kw),
     )
     make_data(**change).setup("validate")
     assert len(calls) == 1
@@ -113,14 +115,14 @@ def test_another_tokenizer_does_not_reuse_the_cache(make_data, tiny_roberta: Pat
     bert.setup("validate")
     roberta = make_data(tokenizer_name_or_path=str(tiny_roberta))
     roberta.setup("validate")
-    assert roberta.splits["validation"]["input_ids"][0][0] == roberta.tokenizer.bos_token_id
-    assert bert.splits["validation"]["input_ids"][0][0] == bert.tokenizer.cls_token_id
+    assert roberta.splits["validation"][0]["input_ids"][0][0] == roberta.tokenizer.bos_token_id
+    assert bert.splits["validation"][0]["input_ids"][0][0] == bert.tokenizer.cls_token_id
 
 
 def test_batches_pad_to_the_longest_rounded_to_eight(make_data) -> None:
     data = make_data()
     data.setup("fit")
-    batch = next(iter(data.val_dataloader()))
+    batch = next(iter(data.val_dataloader()[0]))
     lengths = batch["attention_mask"].sum(dim=1)
     assert batch["input_ids"].shape[1] % 8 == 0
     assert batch["input_ids"].shape[1] - 8 < int(lengths.max()) <= batch["input_ids"].shape[1]
@@ -138,7 +140,7 @@ def test_max_length_padding_gives_one_shape(make_data) -> None:
 def test_truncation_respects_max_length(make_data) -> None:
     data = make_data(max_length=5, text_pair_column="context")
     data.setup("fit")
-    assert max(len(ids) for ids in data.splits["train"]["input_ids"]) == 5
+    assert max(len(ids) for ids in data.splits["train"][0]["input_ids"]) == 5
 
 
 def test_train_loader_shuffles_and_eval_loaders_do_not(make_data) -> None:
@@ -150,15 +152,15 @@ def test_train_loader_shuffles_and_eval_loaders_do_not(make_data) -> None:
     assert sorted(first) == list(range(len(TRAIN)))
     assert first != list(range(len(TRAIN)))
     assert first != second
-    ordered = torch.cat([batch["index"] for batch in data.val_dataloader()]).tolist()
+    ordered = torch.cat([batch["index"] for batch in data.val_dataloader()[0]]).tolist()
     assert ordered == list(range(8))
 
 
 def test_max_train_samples_keeps_the_first_rows(make_data) -> None:
     data = make_data(max_train_samples=6)
     data.setup("fit")
-    assert data.splits["train"]["index"] == list(range(6))
-    assert len(data.splits["validation"]) == 8
+    assert data.splits["train"][0]["index"] == list(range(6))
+    assert len(data.splits["validation"][0]) == 8
 
 
 def test_predict_needs_no_label_column(make_data) -> None:
@@ -197,10 +199,23 @@ def test_missing_column_names_the_flag(make_data) -> None:
         data.setup("fit")
 
 
-def test_missing_split_names_the_flag(make_data) -> None:
-    data = make_data(validation_file=None)
-    with pytest.raises(ConfigurationError, match=r"pass --data\.validation_file"):
-        data.setup("fit")
+def test_without_validation_file_a_stratified_share_of_train_is_held_out(make_data) -> None:
+    data = make_data(validation_file=None, validation_fraction=0.25)
+    data.setup("fit")
+    train, held = data.splits["train"][0], data.splits["validation"][0]
+    # A quarter of each class's six rows, rounded: two per class.
+    assert sorted(held["labels"]) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert set(train["index"]).isdisjoint(held["index"])
+    assert len(train) + len(held) == len(TRAIN)
+    again = make_data(validation_file=None, validation_fraction=0.25)
+    again.setup("fit")
+    assert again.splits["validation"][0]["index"] == held["index"]
+
+
+def test_missing_test_split_names_the_flag(make_data) -> None:
+    data = make_data()
+    with pytest.raises(ConfigurationError, match=r"no test data: pass --data\.test_file"):
+        data.setup("test")
 
 
 def test_empty_text_names_the_row(make_data, tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_loss_falls_on_a_fixed_batch(
     tokenizer = request.getfixturevalue(fixture)
     data = sample_data(tokenizer, tmp_path / "cache")
     data.setup("fit")
-    batch = next(iter(data.val_dataloader()))
+    batch = next(iter(data.val_dataloader()[0]))
     torch.manual_seed(0)
     model = SequenceClassifier(str(tokenizer), label_names=LABELS, learning_rate=1e-2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)

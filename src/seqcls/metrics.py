@@ -1,0 +1,79 @@
+"""Evaluation metrics by name, for each problem type, as torchmetrics (synced across processes)."""
+
+from collections.abc import Callable, Sequence
+
+from torchmetrics import (
+    MeanSquaredError,
+    Metric,
+    MetricCollection,
+    PearsonCorrCoef,
+    SpearmanCorrCoef,
+)
+from torchmetrics.classification import (
+    BinaryF1Score,
+    MulticlassAccuracy,
+    MulticlassF1Score,
+    MulticlassMatthewsCorrCoef,
+    MultilabelAccuracy,
+    MultilabelF1Score,
+)
+
+from seqcls.errors import ConfigurationError
+from seqcls.labels import LabelSpace, ProblemType
+
+# validate_args=False everywhere: the checks copy tensors to the host on every update.
+Factory = Callable[[int, float], Metric]
+_CLASSIFICATION: dict[str, Factory] = {
+    "accuracy": lambda n, _: MulticlassAccuracy(n, average="micro", validate_args=False),
+    # With two classes F1 is that of the positive class (id 1), as GLUE reports it for MRPC
+    # and QQP; with more it is the macro average.
+    "f1": lambda n, _: (
+        BinaryF1Score(validate_args=False)
+        if n == 2
+        else MulticlassF1Score(n, average="macro", validate_args=False)
+    ),
+    "macro_f1": lambda n, _: MulticlassF1Score(n, average="macro", validate_args=False),
+    "matthews": lambda n, _: MulticlassMatthewsCorrCoef(n, validate_args=False),
+}
+_MULTI_LABEL: dict[str, Factory] = {
+    "micro_f1": lambda n, t: MultilabelF1Score(n, t, average="micro", validate_args=False),
+    "macro_f1": lambda n, t: MultilabelF1Score(n, t, average="macro", validate_args=False),
+    "subset_accuracy": lambda n, t: MultilabelAccuracy(
+        n, t, average="micro", multidim_average="global", validate_args=False
+    ),
+}
+_REGRESSION: dict[str, Factory] = {
+    "pearson": lambda n, _: PearsonCorrCoef(),
+    "spearman": lambda n, _: SpearmanCorrCoef(),
+    "mse": lambda n, _: MeanSquaredError(),
+}
+METRICS: dict[ProblemType, dict[str, Factory]] = {
+    "single_label_classification": _CLASSIFICATION,
+    "multi_label_classification": _MULTI_LABEL,
+    "regression": _REGRESSION,
+}
+DEFAULT_METRICS: dict[ProblemType, tuple[str, ...]] = {
+    "single_label_classification": ("accuracy", "f1"),
+    "multi_label_classification": ("micro_f1", "macro_f1"),
+    "regression": ("pearson", "spearman", "mse"),
+}
+LOWER_IS_BETTER = {"mse"}
+
+
+def check_metric_names(names: Sequence[str], problem_type: ProblemType) -> None:
+    allowed = METRICS[problem_type]
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise ConfigurationError(
+            f"--data.metrics: {', '.join(unknown) or 'empty'} not available for {problem_type}; "
+            f"choose from {', '.join(allowed)}"
+        )
+
+
+def build_metrics(
+    names: Sequence[str], space: LabelSpace, *, threshold: float, prefix: str
+) -> MetricCollection:
+    check_metric_names(names, space.problem_type)
+    factories = METRICS[space.problem_type]
+    metrics = {name: factories[name](space.num_outputs, threshold) for name in names}
+    return MetricCollection(metrics, prefix=prefix)  # type: ignore[arg-type]
