@@ -28,10 +28,10 @@ from tiny_models import build_tiny_bert, build_tiny_roberta  # noqa: E402
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding a tiny random ``BertModel`` checkpoint and its fast tokenizer."""
-    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), max_length=128)
 
 
 @pytest.fixture(scope="session")
 def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding a tiny random ``RobertaModel`` checkpoint and its fast tokenizer."""
-    return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+    return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"), max_length=128)

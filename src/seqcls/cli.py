@@ -77,6 +77,13 @@ class SeqclsCLI(LightningCLI):
         if config.checkpoint.dirpath is None:
             config.checkpoint.dirpath = os.path.join(run_dir, "checkpoints")
 
+    def after_instantiate_classes(self) -> None:
+        super().after_instantiate_classes()
+        if isinstance(self.datamodule, TextClassificationDataModule) and isinstance(
+            self.model, SequenceClassifier
+        ):
+            check_max_length(self.datamodule, self.model)
+
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         if config.get("logger") in (None, True):
@@ -125,6 +132,20 @@ class SeqclsCLI(LightningCLI):
 
     def _config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
+
+
+def check_max_length(data: TextClassificationDataModule, model: SequenceClassifier) -> None:
+    """Fail before training when inputs could be longer than the model has positions for."""
+    positions = getattr(model.model.config, "max_position_embeddings", None)
+    tokenizer_limit = data.tokenizer.model_max_length
+    # Some families reserve positions (RoBERTa: 514 embeddings, 512 usable); the tokenizer
+    # knows the usable number, but some tokenizers report a huge placeholder instead.
+    limits = [n for n in (positions, tokenizer_limit) if isinstance(n, int) and n < 1_000_000]
+    if limits and data.max_length > min(limits):
+        raise ConfigurationError(
+            f"--data.max_length {data.max_length} is longer than the model takes "
+            f"({min(limits)} tokens); set --data.max_length {min(limits)} or less"
+        )
 
 
 def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:

@@ -15,11 +15,10 @@ from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType, infer_label_space
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
-from seqcls.sources import Source
+from seqcls.sources import Source, Split, SplitSources
 from seqcls.tables import require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
-Split = Literal["train", "validation", "test", "predict"]
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
     "fit": ("train", "validation"),
     "validate": ("validation",),
@@ -39,7 +38,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         dataset_name: str | None = None,
         dataset_config: str | None = None,
         train_split: str = "train",
-        validation_split: str | list[str] = "validation",
+        validation_split: str | list[str] | None = "validation",
         test_split: str = "test",
         predict_split: str = "test",
         text_column: str = "text",
@@ -76,6 +75,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             dataset_config: The hub dataset's configuration (``rte``).
             train_split: The hub split to train on.
             validation_split: The hub split(s) to validate on; several get separate metrics.
+                None holds out ``validation_fraction`` of the training rows.
             test_split: The hub split ``seqcls test`` scores.
             predict_split: The hub split ``seqcls predict`` labels.
             text_column: Column holding the text.
@@ -109,20 +109,22 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 ``~/.cache/seqcls``.
         """
         super().__init__()
-        self.files = {
-            "train": train_file,
-            "validation": validation_file,
-            "test": test_file,
-            "predict": predict_file,
-        }
-        self.use_files = any(self.files.values())
-        self.dataset_name, self.dataset_config = dataset_name, dataset_config
-        self.hub_splits: dict[Split, str | list[str]] = {
-            "train": train_split,
-            "validation": validation_split,
-            "test": test_split,
-            "predict": predict_split,
-        }
+        self.sources = SplitSources(
+            files={
+                "train": train_file,
+                "validation": validation_file,
+                "test": test_file,
+                "predict": predict_file,
+            },
+            dataset_name=dataset_name,
+            dataset_config=dataset_config,
+            hub_splits={
+                "train": train_split,
+                "validation": validation_split,
+                "test": test_split,
+                "predict": predict_split,
+            },
+        )
         self.text_column, self.text_pair_column = text_column, text_pair_column
         self.label_column = label_column
         self._label_names, self._problem_type, self._metrics = label_names, problem_type, metrics
@@ -135,13 +137,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.output_format, self.seed = output_format, seed
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.splits: dict[Split, list[datasets.Dataset]] = {}
-        if dataset_name in GLUE_DATASETS and not self.use_files:
+        if output_format == "glue" or (
+            dataset_name in GLUE_DATASETS and not self.sources.use_files
+        ):
             glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
-        if not self.use_files and dataset_name is None:
-            raise ConfigurationError(
-                "no data: pass --data.train_file (and --data.validation_file), or a hub "
-                "dataset with --data.dataset_name"
-            )
 
     # What the model needs to know, linked to it when the CLI builds both.
 
@@ -150,7 +149,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         if self._problem_type == "regression" or (self._label_names and self._problem_type):
             given = self._label_names or [self.label_column]
             return LabelSpace(self._problem_type, tuple(given))
-        (source,) = self.sources("train")
+        (source,) = self.sources.of("train")
         table = source.read()
         require_columns(table, {"label_column": self.label_column}, path=source.label)
         feature = table.features[self.label_column]
@@ -182,7 +181,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
     @property
     def validation_names(self) -> list[str]:
         """One name per validation set: its metrics are logged as ``NAME/metric``."""
-        return ["val" if not key else f"val_{key}" for key, _ in self._validation_keys()]
+        return ["val" if not key else f"val_{key}" for key, _ in self.sources.validation_sets()]
 
     @property
     def monitor(self) -> tuple[str, Literal["min", "max"]]:
@@ -206,16 +205,17 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def prepare_data(self) -> None:
         # One process per node tokenizes and fills the cache; setup() on every rank reads it.
         for split in _STAGE_SPLITS[self._stage()]:
-            for source in self.sources(split):
+            for source in self.sources.of(split):
                 self._encode(source, labelled=split != "predict")
 
     def setup(self, stage: str) -> None:
         for split in _STAGE_SPLITS[stage]:
             self.splits[split] = [
-                self._encode(source, labelled=split != "predict") for source in self.sources(split)
+                self._encode(source, labelled=split != "predict")
+                for source in self.sources.of(split)
             ]
-        if stage in ("fit", "validate") and not self.has_validation_source():
-            (train,) = [self._encode(source, labelled=True) for source in self.sources("train")]
+        if stage in ("fit", "validate") and not self.sources.has_validation():
+            (train,) = [self._encode(source, labelled=True) for source in self.sources.of("train")]
             stratify = self.problem_type == "single_label_classification"
             rest, held = hold_out(
                 train, self.validation_fraction, seed=self.seed, stratify=stratify
@@ -259,50 +259,6 @@ class TextClassificationDataModule(pl.LightningDataModule):
             )
         # Multiples of 8 keep tensor-core shapes and bound how many shapes a compiler sees.
         return DataCollatorWithPadding(self.tokenizer, padding="longest", pad_to_multiple_of=8)
-
-    # Where each split comes from.
-
-    def sources(self, split: Split) -> list[Source]:
-        if split == "validation":
-            return [source for _, source in self._validation_keys() if source is not None]
-        flag = f"--data.{split}_file"
-        if self.use_files:
-            path = self.files[split]
-            if not isinstance(path, str):
-                raise ConfigurationError(f"no {split} data: pass {flag}")
-            return [Source(flag, path=path)]
-        hub_split = self.hub_splits[split]
-        return [self._hub_source(f"--data.{split}_split", str(hub_split))]
-
-    def has_validation_source(self) -> bool:
-        return any(source is not None for _, source in self._validation_keys())
-
-    def _validation_keys(self) -> list[tuple[str, Source | None]]:
-        """(name, source) per validation set; ("", None) stands for the held-out rows."""
-        if self.use_files:
-            files = self.files["validation"]
-            if files is None:
-                return [("", None)]
-            if isinstance(files, str):
-                return [("", Source("--data.validation_file", path=files))]
-            return [
-                (key, Source("--data.validation_file", path=path)) for key, path in files.items()
-            ]
-        splits = self.hub_splits["validation"]
-        names = [splits] if isinstance(splits, str) else splits
-        keyed = len(names) > 1
-        return [
-            (
-                name.removeprefix("validation_") if keyed else "",
-                self._hub_source("--data.validation_split", name),
-            )
-            for name in names
-        ]
-
-    def _hub_source(self, flag: str, split: str) -> Source:
-        return Source(
-            flag, dataset_name=self.dataset_name, dataset_config=self.dataset_config, split=split
-        )
 
     def _encode(self, source: Source, *, labelled: bool) -> datasets.Dataset:
         spec = EncodingSpec(

@@ -167,9 +167,10 @@ def write_glue(
     rows: list[dict[str, Any]], space: LabelSpace, run_dir: Path, datamodule: Any
 ) -> Path:
     """A GLUE submission file: ``index<TAB>prediction``, labels written as the task expects."""
-    config = getattr(datamodule, "dataset_config", None)
+    sources = datamodule.sources
+    config = sources.dataset_config
     task = glue_task(config)
-    split = datamodule.files.get("predict") or datamodule.hub_splits["predict"]
+    split = sources.files["predict"] or sources.hub_splits["predict"]
     path = run_dir / glue_file_name(config, str(split))
     with path.open("w") as stream:
         stream.write("index\tprediction\n")

@@ -1,11 +1,14 @@
 """Where a split's rows come from: a local or remote file, or a split of a hub dataset."""
 
 from dataclasses import dataclass
+from typing import Literal
 
 import datasets
 
 from seqcls.errors import ConfigurationError
 from seqcls.tables import file_fingerprint, read_table
+
+Split = Literal["train", "validation", "test", "predict"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class Source:
     def fingerprint(self) -> str:
         """Changes whenever the rows may have changed."""
         if self.path:
-            return file_fingerprint(self.path)
+            return file_fingerprint(self.path, flag=self.flag)
         # datasets fingerprints a loaded split by its files; loading again is a cache hit.
         return f"hub:{self.label}:{self._load_hub()._fingerprint}"
 
@@ -53,3 +56,67 @@ class Source:
         if not isinstance(table, datasets.Dataset):
             raise ConfigurationError(f"{self.flag}: {self.label} is not a single split")
         return table
+
+
+@dataclass(frozen=True)
+class SplitSources:
+    """The sources of every split: files when any file is given, otherwise the hub dataset."""
+
+    files: dict[Split, str | dict[str, str] | None]
+    dataset_name: str | None
+    dataset_config: str | None
+    hub_splits: dict[Split, str | list[str] | None]
+
+    def __post_init__(self) -> None:
+        if not self.use_files and self.dataset_name is None:
+            raise ConfigurationError(
+                "no data: pass --data.train_file (and --data.validation_file), or a hub "
+                "dataset with --data.dataset_name"
+            )
+
+    @property
+    def use_files(self) -> bool:
+        return any(self.files.values())
+
+    def of(self, split: Split) -> list[Source]:
+        if split == "validation":
+            return [source for _, source in self.validation_sets() if source is not None]
+        flag = f"--data.{split}_file"
+        if self.use_files:
+            path = self.files[split]
+            if not isinstance(path, str):
+                raise ConfigurationError(f"no {split} data: pass {flag}")
+            return [Source(flag, path=path)]
+        return [self._hub(f"--data.{split}_split", str(self.hub_splits[split]))]
+
+    def has_validation(self) -> bool:
+        return any(source is not None for _, source in self.validation_sets())
+
+    def validation_sets(self) -> list[tuple[str, Source | None]]:
+        """(name, source) per validation set; ("", None) stands for rows held out of train.
+
+        A single set has the empty name; several are named by their mapping keys, or by
+        their hub split names without the ``validation_`` prefix (``matched``).
+        """
+        if self.use_files:
+            flag = "--data.validation_file"
+            files = self.files["validation"]
+            if files is None:
+                return [("", None)]
+            if isinstance(files, str):
+                return [("", Source(flag, path=files))]
+            return [(key, Source(flag, path=path)) for key, path in files.items()]
+        splits = self.hub_splits["validation"]
+        if splits is None:
+            return [("", None)]
+        names = [splits] if isinstance(splits, str) else splits
+        flag = "--data.validation_split"
+        return [
+            (name.removeprefix("validation_") if len(names) > 1 else "", self._hub(flag, name))
+            for name in names
+        ]
+
+    def _hub(self, flag: str, split: str) -> Source:
+        return Source(
+            flag, dataset_name=self.dataset_name, dataset_config=self.dataset_config, split=split
+        )

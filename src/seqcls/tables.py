@@ -1,12 +1,23 @@
 """Read a table of examples (CSV, TSV, JSON Lines or Parquet; local or any fsspec URL)."""
 
+import codecs
 import csv
-from pathlib import PurePosixPath
+import hashlib
+import os
+import shutil
+from pathlib import Path, PurePosixPath
 
 import datasets
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from seqcls.errors import ConfigurationError
+
+# gcsfs reads this on import, which fsspec defers to the first gs:// URL. Left true, gcsfs asks
+# the Storage Control gRPC API for each bucket's layout, and where that API is unreachable (an
+# emulator, a host without a route to it) each operation first waits 60 s for it to time out.
+# The JSON API serves standard and hierarchical buckets; zonal buckets need it set to true.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 # suffix -> (datasets builder, builder options)
 _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
@@ -18,12 +29,21 @@ _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
     ".json": ("json", {}),
     ".parquet": ("parquet", {}),
 }
+_CHUNK = 1 << 20
 
 
-def file_fingerprint(path: str) -> str:
+def file_fingerprint(path: str, *, flag: str | None = None) -> str:
     """A key that changes whenever the file may have changed (path, size, mtime or etag)."""
     fs, fs_path = fsspec.core.url_to_fs(path)
-    return f"{fs.protocol}:{fs_path}:{fs.ukey(fs_path)}"
+    # Remote filesystems answer info() from listings cached in this process, which may
+    # predate a rewrite of the object; a fingerprint must see the object as it is now.
+    fs.invalidate_cache(fs_path)
+    try:
+        # ukey hashes info(): mtime and size locally; generation, md5 and update time on GCS.
+        return f"{fs.protocol}:{fs_path}:{fs.ukey(fs_path)}"
+    except FileNotFoundError:
+        where = f"{flag}: " if flag else ""
+        raise ConfigurationError(f"{where}file not found: {path}") from None
 
 
 def read_table(path: str, *, flag: str) -> datasets.Dataset:
@@ -32,9 +52,15 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     fs, fs_path = fsspec.core.url_to_fs(path)
     if not fs.isfile(fs_path):
         raise ConfigurationError(f"{flag}: file not found: {path}")
+    if isinstance(fs, LocalFileSystem):
+        local, data_files = fs_path, path
+    else:
+        local = data_files = _local_copy(fs, fs_path, file_fingerprint(path, flag=flag))
+    if builder != "parquet":
+        _require_utf8(local, flag=flag, path=path)
     empty = ConfigurationError(f"{flag}: {path} has no rows; give a file with at least one example")
     try:
-        table = datasets.load_dataset(builder, data_files=path, split="train", **options)
+        table = datasets.load_dataset(builder, data_files=data_files, split="train", **options)
     except (ValueError, datasets.exceptions.DatasetGenerationError) as error:
         if "corresponds to no data" in str(error):  # datasets' words for a header-only file
             raise empty from None
@@ -60,6 +86,53 @@ def require_columns(table: datasets.Dataset, columns: dict[str, str | None], *, 
             f"{path}: missing column {', '.join(missing)}; the file has {table.column_names}. "
             "Rename the column or set the flag"
         )
+
+
+def _local_copy(fs: fsspec.AbstractFileSystem, fs_path: str, fingerprint: str) -> str:
+    """A local copy of a remote file, fetched once per version of it.
+
+    datasets gets only local files: its own remote reads refuse to run under HF_HUB_OFFLINE
+    (gs:// included) and keep serving their cached copy after the object is rewritten.
+    Keying the copy by the fingerprint fetches each version once, and lets datasets' Arrow
+    cache (keyed by local path and mtime) serve later reads of it.
+    """
+    key = hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
+    name = PurePosixPath(fs_path).name
+    target = Path(datasets.config.DOWNLOADED_DATASETS_PATH) / "seqcls" / key / name
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{name}.{os.getpid()}.partial")
+        # gcsfs's default "adaptive" read cache has hung on a second read of one object in
+        # a process; a plain sequential copy needs nothing more than readahead.
+        with fs.open(fs_path, "rb", cache_type="readahead") as source, partial.open("wb") as sink:
+            shutil.copyfileobj(source, sink, _CHUNK)
+        os.replace(partial, target)  # atomic, so a concurrent reader never sees half a file
+    return str(target)
+
+
+def _require_utf8(local: str, *, flag: str, path: str) -> None:
+    """Fail at the first byte that is not UTF-8, naming its line.
+
+    datasets' CSV reader fails with a bare codec message, and its JSON reader stores the
+    bytes unchecked and fails only when a row is read, so text files are checked up front.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    with open(local, "rb") as stream:
+        while True:
+            chunk = stream.read(_CHUNK)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as error:
+                # error.object is this chunk, after at most 3 held-back bytes (never a newline)
+                line += error.object[: error.start].count(b"\n")
+                raise ConfigurationError(
+                    f"{flag}: {path} is not UTF-8 (byte 0x{error.object[error.start]:02x} on "
+                    f"line {line}); re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8 OLD > NEW"
+                ) from None
+            if not chunk:
+                return
+            line += chunk.count(b"\n")
 
 
 def _builder_for(path: str, *, flag: str) -> tuple[str, dict[str, object]]:

@@ -1,10 +1,13 @@
 import json
 from pathlib import Path
 
+import datasets
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from seqcls import tables
 from seqcls.errors import ConfigurationError
 from seqcls.tables import file_fingerprint, read_table, require_columns
 
@@ -85,3 +88,57 @@ def test_fingerprint_changes_when_the_file_changes(tmp_path: Path) -> None:
     assert file_fingerprint(str(path)) == before
     path.write_text(path.read_text() + "another row,a\n")
     assert file_fingerprint(str(path)) != before
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "line"),
+    [
+        ("latin1.csv", b"text,label\nok,a\ncaf\xe9,b\n", 3),
+        ("latin1.tsv", b"text\tlabel\nok\ta\ncaf\xe9\tb\n", 3),
+        # datasets' JSON reader would accept these bytes and fail only when a row is read.
+        ("latin1.jsonl", b'{"text": "ok", "label": "a"}\n{"text": "caf\xe9", "label": "b"}\n', 2),
+    ],
+)
+def test_a_file_that_is_not_utf8_says_how_to_fix_it(
+    tmp_path: Path, name: str, data: bytes, line: int
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ConfigurationError) as error:
+        read_table(str(path), flag="--data.train_file")
+    assert str(error.value) == (
+        f"--data.train_file: {path} is not UTF-8 (byte 0xe9 on line {line}); re-save it as UTF-8, "
+        "e.g. iconv -f latin1 -t utf-8 OLD > NEW"
+    )
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_utf8_is_checked_across_read_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(tables, "_CHUNK", chunk)
+    path = tmp_path / "data.csv"
+    path.write_text("text,label\ncafé 😀,a\nnaïve,b\n", encoding="utf-8")
+    assert read_table(str(path), flag="--data.train_file")["text"] == ["café 😀", "naïve"]
+    path.write_bytes(path.read_bytes() + "\u00e9".encode()[:1])  # cut short at the very end
+    with pytest.raises(ConfigurationError, match=r"byte 0xc3 on line 4\)"):
+        read_table(str(path), flag="--data.train_file")
+
+
+def test_a_remote_file_reads_like_a_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # memory:// stands in for any fsspec URL; gs:// itself is tested against an emulator.
+    monkeypatch.setattr(datasets.config, "DOWNLOADED_DATASETS_PATH", tmp_path / "downloads")
+    local = write(tmp_path / "data.csv")
+    url = "memory://seqcls-tables/data.csv"
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file(url, local.read_bytes())
+    try:
+        before = file_fingerprint(url)
+        assert read_table(url, flag="--data.train_file").to_list() == ROWS
+        fs.pipe_file(url, local.read_bytes() + b"another row,a\n")
+        assert file_fingerprint(url) != before
+        assert read_table(url, flag="--data.train_file")["label"] == ["a", "b", "a"]
+    finally:
+        fs.rm(url)

@@ -44,7 +44,7 @@ def test_tokenizer_is_fast_and_matches_config(model_dir: Path) -> None:
     config = AutoConfig.from_pretrained(model_dir)
 
     assert tokenizer.is_fast
-    assert tokenizer.model_max_length == 64
+    assert tokenizer.model_max_length == 128
     assert config.vocab_size == len(tokenizer)
     assert config.pad_token_id == tokenizer.pad_token_id
     assert 200 <= len(tokenizer) <= 1000
