@@ -137,9 +137,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.output_format, self.seed = output_format, seed
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.splits: dict[Split, list[datasets.Dataset]] = {}
-        if output_format == "glue" or (
-            dataset_name in GLUE_DATASETS and not self.sources.use_files
-        ):
+        if output_format == "glue" or dataset_name in GLUE_DATASETS:
             glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
 
     # What the model needs to know, linked to it when the CLI builds both.

@@ -52,12 +52,7 @@ def infer_label_space(
     if problem_type is None:
         problem_type = _infer_problem_type(values)
     if problem_type == "regression":
-        if any(not _is_number(value) for value in values):
-            bad = next(value for value in values if not _is_number(value))
-            raise ConfigurationError(
-                f"{where}: a regression needs numeric labels, found {bad!r}; fix the column "
-                "or drop --data.problem_type regression"
-            )
+        _require_numbers(values, where=where)
         return LabelSpace("regression", (column,))
     if names:
         return LabelSpace(problem_type, tuple(names))
@@ -71,6 +66,7 @@ def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) ->
     """Each row's training target: a class id, a multi-hot vector or a float."""
     _require_labels(values, where=where)
     if space.problem_type == "regression":
+        _require_numbers(values, where=where)
         return [float(value) for value in values]  # type: ignore[arg-type]
     if space.problem_type == "multi_label_classification":
         rows = [_as_list(value, where=where) for value in values]
@@ -153,6 +149,15 @@ def _require_labels(values: Sequence[object], *, where: str) -> None:
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
         raise ConfigurationError(
             f"{where}: empty or NaN label in row(s) {rows}{more}; every row needs a label"
+        )
+
+
+def _require_numbers(values: Sequence[object], *, where: str) -> None:
+    bad = next((value for value in values if not _is_number(value)), None)
+    if bad is not None:
+        raise ConfigurationError(
+            f"{where}: a regression needs numeric labels, found {bad!r}; fix the column, "
+            "or set --data.problem_type to a classification"
         )
 
 
