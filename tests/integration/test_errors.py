@@ -27,6 +27,8 @@ def fit_error(capsys: pytest.CaptureFixture[str], model: Path, tmp_path: Path, *
     assert done.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert "Traceback" not in "\n".join(lines)
+    # Nothing half-written: the run directory is only created once the data checks pass.
+    assert not (tmp_path / "run").exists()
     return lines[-1]
 
 

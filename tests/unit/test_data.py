@@ -225,3 +225,27 @@ def test_empty_text_names_the_row(make_data, tmp_path: Path) -> None:
     data = make_data(train_file=train)
     with pytest.raises(ConfigurationError, match="row 1"):
         data.setup("fit")
+
+
+def test_train_fraction_takes_a_seeded_share_then_max_train_samples_caps(make_data) -> None:
+    data = make_data(train_fraction=0.5)
+    data.setup("fit")
+    half = data.splits["train"][0]["index"]
+    assert len(half) == 12
+    assert half == sorted(half)
+    assert half != list(range(12))
+    again = make_data(train_fraction=0.5)
+    again.setup("fit")
+    assert again.splits["train"][0]["index"] == half
+    capped = make_data(train_fraction=0.5, max_train_samples=5)
+    capped.setup("fit")
+    assert capped.splits["train"][0]["index"] == half[:5]
+
+
+def test_tokenizing_in_several_processes_gives_the_same_rows(make_data, tmp_path: Path) -> None:
+    serial = make_data()
+    serial.setup("fit")
+    parallel = make_data(num_proc=2, cache_dir=str(tmp_path / "other-cache"))
+    parallel.setup("fit")
+    assert parallel.splits["train"][0]["input_ids"] == serial.splits["train"][0]["input_ids"]
+    assert parallel.splits["train"][0]["index"] == list(range(len(TRAIN)))
