@@ -4,6 +4,7 @@
 #
 #   bash scripts/setup.sh        # the package and the offline quickstart model
 #   bash scripts/setup.sh dev    # plus the test and lint tools
+#   bash scripts/setup.sh dev,bench  # plus the HF Trainer, for benchmarks/ (what test.sh uses)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

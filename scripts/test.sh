@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh dev
+bash scripts/setup.sh dev,bench
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -2,7 +2,8 @@
 
 ``seqcls`` and benchmark commands run here for real, with a tiny BERT standing in for the
 quickstart model. ``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI
-itself). Commands marked ``# needs the Hub`` cannot download here, so they are only parsed.
+itself). Commands marked ``# needs the Hub`` cannot download here, and those marked
+``# your files`` name files a user would bring, so both are only parsed.
 """
 
 import importlib.util
@@ -35,7 +36,8 @@ def blocks() -> Iterator[tuple[str, str, str]]:
 def commands(body: str) -> Iterator[tuple[list[str], bool]]:
     for line in body.replace("\\\n", " ").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            yield shlex.split(line, comments=True), "# needs the Hub" in line
+            parse_only = "# needs the Hub" in line or "# your files" in line
+            yield shlex.split(line, comments=True), parse_only
 
 
 @pytest.fixture
@@ -70,12 +72,12 @@ def test_every_documented_command_runs(workspace: Path) -> None:
             exec(compile(body, doc, "exec"), {})
             ran += 1
             continue
-        for argv, needs_hub in commands(body):
+        for argv, parse_only in commands(body):
             program, args = argv[0], argv[1:]
             if program == "bash":
                 assert args[0] in SCRIPTS, f"{doc}: no test runs {args[0]}"
                 assert (REPO / SCRIPTS[args[0]]).is_file()
-            elif program == "seqcls" and needs_hub:
+            elif program == "seqcls" and parse_only:
                 with pytest.raises(SystemExit) as done:
                     main([*args, "--print_config"])
                 assert done.value.code in (0, None), argv
@@ -88,4 +90,5 @@ def test_every_documented_command_runs(workspace: Path) -> None:
             ran += 1
     assert ran >= 8
     assert (workspace / "runs/quickstart/predictions.csv").is_file()
+    assert (workspace / "runs/quickstart/predictions.jsonl").is_file()
     assert os.path.isdir(workspace / "runs/my-data/model")
