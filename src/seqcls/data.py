@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedToken
 
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded
 from seqcls.errors import ConfigurationError, unloadable
-from seqcls.labels import LabelSpace, ProblemType, infer_label_space
+from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
@@ -44,6 +44,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         text_column: str = "text",
         text_pair_column: str | None = None,
         label_column: str = "label",
+        label_separator: str | None = None,
         label_names: list[str] | None = None,
         problem_type: ProblemType | None = None,
         metrics: list[str] | None = None,
@@ -82,6 +83,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
             text_pair_column: Column holding the second text of a pair; unset for single texts.
             label_column: Column holding the label: a name, an integer, a float (regression)
                 or a list of labels (multi-label).
+            label_separator: Multi-label rows in text files: split each label cell on this
+                (``|`` reads ``billing|shipping`` as two labels).
             label_names: Every label, in id order. By default the hub's class names or the
                 sorted labels of the training data. config.yaml records them.
             problem_type: By default from the labels: lists are multi-label, floats a
@@ -126,7 +129,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             },
         )
         self.text_column, self.text_pair_column = text_column, text_pair_column
-        self.label_column = label_column
+        self.label_column, self.label_separator = label_column, label_separator
         self._label_names, self._problem_type, self._metrics = label_names, problem_type, metrics
         self.validation_fraction = validation_fraction
         self.tokenizer_name_or_path = tokenizer_name_or_path
@@ -155,7 +158,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         if names is None and isinstance(feature, datasets.ClassLabel):
             names = feature.names
         return infer_label_space(
-            table[self.label_column],
+            split_labels(table[self.label_column], self.label_separator),
             where=f"{source.label}, column {self.label_column!r}",
             column=self.label_column,
             names=names,
@@ -202,7 +205,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     def prepare_data(self) -> None:
         # One process per node tokenizes and fills the cache; setup() on every rank reads it.
-        for split in _STAGE_SPLITS[self._stage()]:
+        stage = self._stage()
+        splits = list(_STAGE_SPLITS[stage])
+        if stage == "validate" and not self.sources.has_validation():
+            splits.append("train")  # the held-out rows come from it
+        for split in splits:
             for source in self.sources.of(split):
                 self._encode(source, labelled=split != "predict")
 
@@ -263,6 +270,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             text_column=self.text_column,
             text_pair_column=self.text_pair_column,
             label_column=self.label_column if labelled else None,
+            label_separator=self.label_separator,
             labels=self.label_space if labelled else None,
             max_length=self.max_length,
         )

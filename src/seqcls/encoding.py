@@ -13,7 +13,7 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.errors import ConfigurationError
-from seqcls.labels import LabelSpace, Target, encode_labels, is_unlabelled
+from seqcls.labels import LabelSpace, Target, encode_labels, is_unlabelled, split_labels
 from seqcls.sources import Source
 from seqcls.tables import require_columns
 
@@ -34,6 +34,7 @@ class EncodingSpec:
     text_column: str
     text_pair_column: str | None
     label_column: str | None  # None when the split has no labels (predict)
+    label_separator: str | None
     labels: LabelSpace | None
     max_length: int
 
@@ -114,7 +115,7 @@ def encode_table(
             raise ConfigurationError(
                 f"{source.flag}: label names are unknown; pass --data.label_names"
             )
-        values = table[spec.label_column]
+        values = split_labels(table[spec.label_column], spec.label_separator)
         if is_unlabelled(values):
             raise ConfigurationError(
                 f"{path}: column {spec.label_column!r} holds no labels (only -1 or empty, as in "

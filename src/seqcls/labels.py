@@ -82,6 +82,18 @@ def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) ->
     return list(_label_ids(values, space.names, where=where))
 
 
+def split_labels(values: Sequence[object], separator: str | None) -> list[object]:
+    """With a separator, text cells become label lists: ``"billing|shipping"`` -> two labels."""
+    if separator is None:
+        return list(values)
+    return [
+        [part.strip() for part in value.split(separator) if part.strip()]
+        if isinstance(value, str)
+        else value
+        for value in values
+    ]
+
+
 def is_unlabelled(values: Sequence[object]) -> bool:
     """True for a split whose labels are all missing or the GLUE placeholder -1."""
     return all(value is None or value == UNLABELLED for value in values)
@@ -138,7 +150,8 @@ def _as_list(value: object, *, where: str) -> list[object]:
         return value
     raise ConfigurationError(
         f"{where}: multi-label rows need a list of labels, found {value!r}; "
-        "write each row's labels as a JSON list (JSON Lines or Parquet)"
+        "write each row's labels as a list (JSON Lines, Parquet), or set "
+        "--data.label_separator for text cells like 'billing|shipping'"
     )
 
 

@@ -23,6 +23,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SCRIPTS = {
     "scripts/train-local.sh": "tests/integration/test_train_local.py",
     "scripts/test.sh": ".ci/run",
+    "benchmarks/glue.sh": "tests/integration/test_glue_benchmark_smoke.py",
 }
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 

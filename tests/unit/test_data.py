@@ -249,3 +249,16 @@ def test_tokenizing_in_several_processes_gives_the_same_rows(make_data, tmp_path
     parallel.setup("fit")
     assert parallel.splits["train"][0]["input_ids"] == serial.splits["train"][0]["input_ids"]
     assert parallel.splits["train"][0]["index"] == list(range(len(TRAIN)))
+
+
+def test_multi_label_csv_cells_split_on_the_separator(make_data, tmp_path: Path) -> None:
+    rows = [
+        ("late parcel and double charge", "x", "shipping|billing"),
+        ("app crash", "x", "technical"),
+    ]
+    train = write_csv(tmp_path / "multi.csv", rows * 4, ("question", "context", "topic"))
+    data = make_data(train_file=train, validation_file=train, label_separator="|")
+    data.setup("fit")
+    assert data.problem_type == "multi_label_classification"
+    assert data.label_names == ["billing", "shipping", "technical"]
+    assert data.splits["train"][0]["labels"][:2] == [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]

@@ -1,7 +1,7 @@
 import pytest
 
 from seqcls.errors import ConfigurationError
-from seqcls.labels import LabelSpace, encode_labels, infer_label_space, is_unlabelled
+from seqcls.labels import LabelSpace, encode_labels, infer_label_space, is_unlabelled, split_labels
 
 SINGLE = "single_label_classification"
 MULTI = "multi_label_classification"
@@ -96,3 +96,10 @@ def test_out_of_range_integer_is_not_taken_as_an_id() -> None:
 def test_glue_test_splits_are_unlabelled() -> None:
     assert is_unlabelled([-1, -1, None])
     assert not is_unlabelled([-1, 0])
+
+
+def test_a_separator_turns_text_cells_into_label_lists() -> None:
+    values = split_labels(["billing|shipping", "account", " technical | billing "], "|")
+    assert values == [["billing", "shipping"], ["account"], ["technical", "billing"]]
+    assert space(values) == LabelSpace(MULTI, ("account", "billing", "shipping", "technical"))
+    assert split_labels(["a|b"], None) == ["a|b"]
