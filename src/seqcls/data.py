@@ -90,8 +90,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
             problem_type: By default from the labels: lists are multi-label, floats a
                 regression, anything else single-label classification.
             metrics: Metric names, the first one choosing the best checkpoint. By default
-                accuracy and f1; micro_f1 and macro_f1 (multi-label); pearson, spearman and
-                mse (regression). Also matthews, macro_f1, subset_accuracy.
+                accuracy and macro_f1; micro_f1 and macro_f1 (multi-label); pearson, spearman
+                and mse (regression). Also f1 (of class 1 with two classes), matthews and
+                subset_accuracy (multi-label).
             validation_fraction: Share of training rows held out (seeded, stratified by
                 class) when there is no validation set.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.

@@ -53,7 +53,7 @@ METRICS: dict[ProblemType, dict[str, Factory]] = {
     "regression": _REGRESSION,
 }
 DEFAULT_METRICS: dict[ProblemType, tuple[str, ...]] = {
-    "single_label_classification": ("accuracy", "f1"),
+    "single_label_classification": ("accuracy", "macro_f1"),
     "multi_label_classification": ("micro_f1", "macro_f1"),
     "regression": ("pearson", "spearman", "mse"),
 }

@@ -75,14 +75,14 @@ def test_tensorboard_has_loss_learning_rate_and_validation_metrics(run: Path) ->
     events = EventAccumulator(str(run / "logs"))
     events.Reload()
     tags = set(events.Tags()["scalars"])
-    assert {"train/loss", "val/accuracy", "val/f1", "val/loss"} <= tags
+    assert {"train/loss", "val/accuracy", "val/macro_f1", "val/loss"} <= tags
     assert any(tag.startswith("lr-AdamW") for tag in tags)
     assert len(events.Scalars("val/accuracy")) == EPOCHS
 
 
 def test_metrics_file_matches_the_best_checkpoint(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
-    assert set(metrics["validation"]) == {"accuracy", "f1", "loss"}
+    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss"}
     best = torch.load(best_checkpoint(run), weights_only=True)
     assert metrics["best"] == {"epoch": best["epoch"], "step": best["global_step"]}
 
@@ -110,7 +110,8 @@ def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
         "--data.test_file", str(SAMPLE / "validation.csv"),
         "--trainer.default_root_dir", str(out),
     ])  # fmt: skip
-    assert set(json.loads((out / "metrics.json").read_text())["test"]) == {"accuracy", "f1", "loss"}
+    test_metrics = json.loads((out / "metrics.json").read_text())["test"]
+    assert set(test_metrics) == {"accuracy", "macro_f1", "loss"}
 
 
 @pytest.fixture(scope="module")
