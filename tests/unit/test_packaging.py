@@ -51,3 +51,12 @@ def test_torch_is_pinned_exactly() -> None:
     )
     assert line == f"torch=={PINS['torch']}"
     assert "+" not in line  # a local build tag would not resolve on other machines
+
+
+def test_python_and_torch_floors_match_transformers_5() -> None:
+    # transformers 5 needs Python >= 3.11, and below torch 2.6 it switches PyTorch off at
+    # run time with only a warning.
+    assert PROJECT["requires-python"] == ">=3.11"
+    (torch,) = [r for r in DEPENDENCIES if r.name == "torch"]
+    assert not torch.specifier.contains("2.5.1")
+    assert torch.specifier.contains("2.9.0")  # the TPU image's torch
