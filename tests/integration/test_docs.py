@@ -2,8 +2,8 @@
 
 ``seqcls`` and benchmark commands run here for real, with a tiny BERT standing in for the
 quickstart model. ``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI
-itself). Commands marked ``# needs the Hub`` cannot download here, and those marked
-``# your files`` name files a user would bring, so both are only parsed.
+itself). Commands marked ``# needs ...`` (the Hub, GPUs, a TPU) cannot run here, and those
+marked ``# your files`` name files a user would bring, so they are only parsed.
 """
 
 import importlib.util
@@ -25,6 +25,7 @@ SCRIPTS = {
     "scripts/test.sh": ".ci/run",
     "benchmarks/glue.sh": "tests/integration/test_glue_benchmark_smoke.py",
 }
+PARSE_ONLY = re.compile(r"# (needs |your files)")
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 
 
@@ -37,7 +38,7 @@ def blocks() -> Iterator[tuple[str, str, str]]:
 def commands(body: str) -> Iterator[tuple[list[str], bool]]:
     for line in body.replace("\\\n", " ").splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            parse_only = "# needs the Hub" in line or "# your files" in line
+            parse_only = bool(PARSE_ONLY.search(line))
             yield shlex.split(line, comments=True), parse_only
 
 
