@@ -13,6 +13,14 @@ from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedToken
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
+from seqcls.loaders import (
+    Padding,
+    collator,
+    eval_loader,
+    resolve_drop_last,
+    resolve_padding,
+    train_loader,
+)
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
@@ -51,7 +59,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         validation_fraction: float = 0.1,
         tokenizer_name_or_path: str | None = None,
         max_length: int = 128,
-        padding: Literal["longest", "max_length"] = "longest",
+        padding: Padding | None = None,
+        drop_last: bool | None = None,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         train_fraction: float | None = None,
@@ -98,7 +107,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
             max_length: Longest input in tokens; longer inputs are truncated.
             padding: ``longest`` pads each batch to its longest input (rounded up to a
-                multiple of 8); ``max_length`` pads every batch to ``max_length``.
+                multiple of 8); ``max_length`` pads every batch to ``max_length``. By
+                default ``max_length`` on XLA (TPU), where each new shape compiles, else
+                ``longest``.
+            drop_last: Drop the last incomplete training batch. By default only on XLA.
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
@@ -134,7 +146,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self._label_names, self._problem_type, self._metrics = label_names, problem_type, metrics
         self.validation_fraction = validation_fraction
         self.tokenizer_name_or_path = tokenizer_name_or_path
-        self.max_length, self.padding = max_length, padding
+        self.max_length, self.padding, self.drop_last = max_length, padding, drop_last
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.num_workers, self.num_proc = num_workers, num_proc
@@ -242,29 +254,28 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
-        return self._loader(train, batch_size=self.batch_size, shuffle=True)
+        return train_loader(
+            train,
+            batch_size=self.batch_size,
+            collate=self.collate(),
+            num_workers=self.num_workers,
+            drop_last=resolve_drop_last(self.drop_last, self.trainer),
+        )
 
     def val_dataloader(self) -> list[DataLoader]:
-        return [
-            self._loader(rows, batch_size=self.eval_batch_size)
-            for rows in self.splits["validation"]
-        ]
+        return [self._eval_loader(rows) for rows in self.splits["validation"]]
 
     def test_dataloader(self) -> DataLoader:
         (test,) = self.splits["test"]
-        return self._loader(test, batch_size=self.eval_batch_size)
+        return self._eval_loader(test)
 
     def predict_dataloader(self) -> DataLoader:
         (rows,) = self.splits["predict"]
-        return self._loader(rows, batch_size=self.eval_batch_size)
+        return self._eval_loader(rows)
 
     def collate(self) -> DataCollatorWithPadding:
-        if self.padding == "max_length":
-            return DataCollatorWithPadding(
-                self.tokenizer, padding="max_length", max_length=self.max_length
-            )
-        # Multiples of 8 keep tensor-core shapes and bound how many shapes a compiler sees.
-        return DataCollatorWithPadding(self.tokenizer, padding="longest", pad_to_multiple_of=8)
+        padding = resolve_padding(self.padding, self.trainer)
+        return collator(self.tokenizer, padding, self.max_length)
 
     def _encode(self, source: Source, *, labelled: bool) -> datasets.Dataset:
         spec = EncodingSpec(
@@ -283,16 +294,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
             num_proc=self.num_proc,
         )
 
-    def _loader(
-        self, rows: datasets.Dataset, *, batch_size: int, shuffle: bool = False
-    ) -> DataLoader:
-        return DataLoader(
+    def _eval_loader(self, rows: datasets.Dataset) -> DataLoader:
+        return eval_loader(
             rows,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            collate_fn=self.collate(),
+            batch_size=self.eval_batch_size,
+            collate=self.collate(),
             num_workers=self.num_workers,
-            persistent_workers=self.num_workers > 0,
+            trainer=self.trainer,
         )
 
     def _stage(self) -> str:
