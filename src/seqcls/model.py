@@ -5,12 +5,14 @@ from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import ModuleList
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics import MetricCollection
 from transformers import AutoModelForSequenceClassification
 
+from seqcls.accelerators import is_xla, use_device_side_attention_mask
 from seqcls.encoding import INDEX, LABELS
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType
@@ -31,6 +33,7 @@ class SequenceClassifier(pl.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         threshold: float = 0.5,
+        gradient_checkpointing: bool = False,
     ) -> None:
         """A pretrained encoder with a fresh classification or regression head.
 
@@ -45,6 +48,9 @@ class SequenceClassifier(pl.LightningModule):
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
             threshold: Multi-label only: a label is predicted when its probability reaches this.
+            gradient_checkpointing: Recompute activations in the backward pass instead of
+                keeping them: about a third slower, much less memory (large models on
+                small GPUs).
         """
         super().__init__()
         if not label_names:
@@ -68,12 +74,22 @@ class SequenceClassifier(pl.LightningModule):
         # from_pretrained() returns the model in eval mode and Lightning keeps each
         # submodule's mode, so without this dropout would be off for the whole run.
         self.model.train()
+        if gradient_checkpointing:
+            # transformers 5.x renamed the switch; the old name is a deprecated alias.
+            enable = getattr(self.model, "activation_checkpointing_enable", None)
+            enable = enable or self.model.gradient_checkpointing_enable
+            # Non-reentrant checkpointing works under DDP and with frozen inputs.
+            enable({"use_reentrant": False})
         names = metrics or list(DEFAULT_METRICS[problem_type])
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
             for prefix in validation_names or ["val"]
         )
         self.test_metrics = build_metrics(names, self.labels, threshold=threshold, prefix="test/")
+
+    def setup(self, stage: str) -> None:
+        if is_xla(self.trainer):
+            use_device_side_attention_mask(self.model)
 
     def forward(self, batch: Batch) -> Any:
         inputs = {key: value for key, value in batch.items() if key != INDEX}
@@ -127,8 +143,24 @@ class SequenceClassifier(pl.LightningModule):
         optimizer = AdamW(groups, lr=self.learning_rate)
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = math.ceil(self.warmup_ratio * total)
+        rank_zero_info(f"{describe_batch(self.trainer)}; {total} optimizer steps, {warmup} warm-up")
         schedule = LambdaLR(optimizer, linear_warmup_decay(warmup, total))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def describe_batch(trainer: pl.Trainer) -> str:
+    """The effective batch size and what it is made of, e.g. for the log."""
+    datamodule = getattr(trainer, "datamodule", None)
+    per_device = getattr(datamodule, "batch_size", None)
+    if per_device is None:
+        return "Effective batch size: unknown (no data module)"
+    devices, nodes = trainer.num_devices, trainer.num_nodes
+    accumulation = trainer.accumulate_grad_batches
+    total = per_device * devices * nodes * accumulation
+    return (
+        f"Effective batch size {total} = {per_device} per device x {devices} device(s) "
+        f"x {nodes} node(s) x {accumulation} accumulated"
+    )
 
 
 def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Any:

@@ -1,9 +1,14 @@
+import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.accelerators import XLAAccelerator
+from transformers import masking_utils
 
+from seqcls.accelerators import XLA_ATTENTION
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.model import SequenceClassifier, linear_warmup_decay
@@ -124,3 +129,79 @@ def test_schedule_spans_the_trainers_total_steps(tiny_bert: Path, tmp_path: Path
     # 32 examples / batch 8 = 4 steps per epoch, 8 in all: warm-up ends at step 4, LR is 0 at 8.
     assert trainer.global_step == 8
     assert trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0] == 0.0
+
+
+def test_schedule_counts_accumulation_and_dropped_batches(
+    tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABELS, warmup_ratio=0.0)
+    trainer = quick_trainer(tmp_path, max_steps=-1, max_epochs=2, accumulate_grad_batches=2)
+    # 30 examples, batch 8, the last 6 dropped: 3 batches an epoch, 1 optimizer step (2 batches)
+    # plus 1 for the odd batch that Lightning still steps on at the epoch's end: 2 per epoch.
+    data = sample_data(tiny_bert, tmp_path / "cache", max_train_samples=30, drop_last=True)
+    with caplog.at_level(logging.INFO):
+        trainer.fit(model, datamodule=data)
+    assert trainer.global_step == 4
+    assert trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0] == 0.0
+    assert "Effective batch size 16 = 8 per device x 1 device(s) x 1 node(s) x 2 accumulated" in (
+        caplog.text
+    )
+    assert "4 optimizer steps" in caplog.text
+
+
+def test_gradient_checkpointing_recomputes_and_keeps_the_gradients(tiny_bert: Path) -> None:
+    plain = SequenceClassifier(str(tiny_bert), label_names=LABELS)
+    recomputing = SequenceClassifier(
+        str(tiny_bert), label_names=LABELS, gradient_checkpointing=True
+    )
+    recomputing.load_state_dict(plain.state_dict())
+    batch = {
+        "input_ids": torch.randint(5, 100, (4, 16)),
+        "attention_mask": torch.ones(4, 16, dtype=torch.long),
+        "labels": torch.tensor([0, 1, 2, 3]),
+    }
+    grads, layer_calls = [], []
+    for model in (plain, recomputing):
+        calls: list[int] = []
+        layer = model.model.bert.encoder.layer[0].attention  # runs inside the checkpoint
+        layer.register_forward_hook(lambda *_, calls=calls: calls.append(1))
+        torch.manual_seed(0)  # the same dropout masks on both sides; recomputation reuses them
+        model(batch).loss.backward()
+        grads.append(
+            torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        )
+        layer_calls.append(len(calls))
+    assert layer_calls == [1, 2]  # the checkpointed layer ran again in the backward pass
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def test_on_xla_attention_builds_its_mask_without_reading_it_back(
+    tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABELS).eval()
+    batch = {
+        "input_ids": torch.randint(5, 100, (2, 8)),
+        "attention_mask": torch.ones(2, 8, dtype=torch.long),  # no padding: the skippable case
+    }
+    expected = model(batch).logits
+    host_checks: list[bool] = []
+    original = masking_utils._ignore_bidirectional_mask_sdpa
+
+    def record(*args: object, **kwargs: object) -> bool:
+        host_checks.append(True)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(masking_utils, "_ignore_bidirectional_mask_sdpa", record)
+    model(batch)
+    # The trap: transformers reads the mask back to the host (padding_mask.all()) each forward.
+    assert host_checks, "transformers no longer checks the mask on the host; drop the workaround"
+    host_checks.clear()
+    model.trainer = SimpleNamespace(accelerator=object.__new__(XLAAccelerator))  # type: ignore[assignment]
+    model.setup("fit")
+    assert model.model.config._attn_implementation == XLA_ATTENTION
+    assert torch.allclose(model(batch).logits, expected, atol=1e-6)
+    assert not host_checks
+
+
+def flat_grads(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
