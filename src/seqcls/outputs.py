@@ -103,7 +103,6 @@ class PredictionWriter(BasePredictionWriter):
     def __init__(self) -> None:
         super().__init__(write_interval="epoch")
 
-    @rank_zero_only
     def write_on_epoch_end(
         self,
         trainer: pl.Trainer,
@@ -116,8 +115,19 @@ class PredictionWriter(BasePredictionWriter):
         )
         index = torch.cat([batch[INDEX] for batch in batches])
         scores = torch.cat([batch["scores"] for batch in batches])
-        order = index.argsort()
-        in_order = zip(index[order].tolist(), scores[order].tolist(), strict=True)
+        # Every rank takes part in the gather; only the first writes the one file.
+        index, scores = gather_in_input_order(trainer, pl_module.device, index, scores)
+        if trainer.is_global_zero:
+            self._write(trainer, pl_module, index, scores)
+
+    def _write(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        index: torch.Tensor,
+        scores: torch.Tensor,
+    ) -> None:
+        in_order = zip(index.tolist(), scores.tolist(), strict=True)
         space = LabelSpace(
             pl_module.hparams["problem_type"], tuple(pl_module.hparams["label_names"])
         )
@@ -135,6 +145,30 @@ class PredictionWriter(BasePredictionWriter):
         else:
             path = write_csv(rows, run_dir / "predictions.csv")
         log.info("Wrote %d predictions to %s", len(rows), path)
+
+
+def gather_in_input_order(
+    trainer: pl.Trainer, device: torch.device, index: torch.Tensor, scores: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """All ranks' predictions, each input once, sorted by input index.
+
+    Ranks may hold different numbers of rows, and a sampler that pads its shards repeats
+    some: shards are padded to one length with index -1 for the gather, then the padding
+    and any repeated index are dropped.
+    """
+    if trainer.world_size > 1:
+        strategy = trainer.strategy
+        longest = int(strategy.all_gather(torch.tensor(len(index), device=device)).max())
+        missing = longest - len(index)
+        index = torch.cat([index, index.new_full((missing,), -1)]).to(device)
+        scores = torch.cat([scores, scores.new_zeros((missing, *scores.shape[1:]))]).to(device)
+        index = strategy.all_gather(index).flatten().cpu()
+        scores = strategy.all_gather(scores).flatten(0, 1).cpu()
+    index, order = index.sort(stable=True)
+    first = torch.ones_like(index, dtype=torch.bool)
+    first[1:] = index[1:] != index[:-1]
+    keep = first & (index >= 0)
+    return index[keep], scores[order][keep]
 
 
 def describe(index: int, scores: Any, space: LabelSpace, threshold: float) -> dict[str, Any]:

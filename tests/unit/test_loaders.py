@@ -1,0 +1,125 @@
+"""Batches per accelerator and world size: padding, the last batch, sharding, gathering."""
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from pytorch_lightning.accelerators import CPUAccelerator, XLAAccelerator
+from torch.utils.data import DistributedSampler
+
+from seqcls.data import TextClassificationDataModule
+from seqcls.loaders import eval_loader, resolve_drop_last, resolve_padding
+from seqcls.outputs import gather_in_input_order
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+
+
+@pytest.fixture
+def make_data(tiny_bert: Path, tmp_path: Path):
+    def make(**overrides: Any) -> TextClassificationDataModule:
+        return TextClassificationDataModule(
+            train_file=str(SAMPLE / "train.csv"),
+            validation_file=str(SAMPLE / "validation.csv"),
+            tokenizer_name_or_path=str(tiny_bert),
+            max_train_samples=24,
+            cache_dir=str(tmp_path / "cache"),
+            **overrides,
+        )
+
+    return make
+
+
+def fake_trainer(accelerator: type, world_size: int = 1, global_rank: int = 0) -> Any:
+    # Only isinstance() is asked of the accelerator, so none is constructed (XLA needs torch_xla).
+    return SimpleNamespace(
+        accelerator=object.__new__(accelerator), world_size=world_size, global_rank=global_rank
+    )
+
+
+def test_xla_pads_to_max_length_and_drops_the_last_batch_by_default() -> None:
+    xla, cpu = fake_trainer(XLAAccelerator), fake_trainer(CPUAccelerator)
+    assert (resolve_padding(None, xla), resolve_drop_last(None, xla)) == ("max_length", True)
+    assert (resolve_padding(None, cpu), resolve_drop_last(None, cpu)) == ("longest", False)
+    assert (resolve_padding(None, None), resolve_drop_last(None, None)) == ("longest", False)
+
+
+def test_an_explicit_choice_wins_on_every_accelerator() -> None:
+    xla = fake_trainer(XLAAccelerator)
+    assert resolve_padding("longest", xla) == "longest"
+    assert resolve_drop_last(False, xla) is False
+    assert resolve_padding("max_length", fake_trainer(CPUAccelerator)) == "max_length"
+
+
+def test_xla_trainer_gives_fixed_shapes_and_full_batches(make_data) -> None:
+    data = make_data(max_length=24, batch_size=5)  # 24 rows: 4 full batches and 4 left over
+    data.trainer = fake_trainer(XLAAccelerator)
+    data.setup("fit")
+    shapes = [tuple(batch["input_ids"].shape) for batch in data.train_dataloader()]
+    assert shapes == [(5, 24)] * 4
+
+
+@pytest.mark.parametrize(("rows", "world_size"), [(7, 2), (10, 4), (3, 3)])
+def test_distributed_evaluation_scores_each_row_exactly_once(
+    make_data, rows: int, world_size: int
+) -> None:
+    data = make_data()
+    data.setup("fit")
+    dataset = data.splits["train"][0].select(range(rows))
+    seen = []
+    for rank in range(world_size):
+        loader = eval_loader(
+            dataset,
+            batch_size=2,
+            collate=data.collate(),
+            num_workers=0,
+            trainer=fake_trainer(CPUAccelerator, world_size, rank),
+        )
+        seen += torch.cat([batch["index"] for batch in loader]).tolist()
+    assert sorted(seen) == list(range(rows))
+
+
+def test_the_default_distributed_sampler_would_repeat_rows() -> None:
+    # Why eval_loader shards without repeats: this is what Lightning would put in its place.
+    shards = [list(DistributedSampler(range(7), 2, rank, shuffle=False)) for rank in (0, 1)]
+    assert len(shards[0] + shards[1]) == 8
+
+
+class OtherRank:
+    """all_gather as DDP does it, for rank 0 of two: rank 1's tensors are given, in call order."""
+
+    def __init__(self, *rank1_tensors: torch.Tensor) -> None:
+        self.rank1 = iter(rank1_tensors)
+
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return torch.stack([tensor, next(self.rank1)])
+
+
+def test_gathered_predictions_are_in_input_order_without_repeats_or_padding() -> None:
+    # Rank 0 scored rows 0, 2, 4; rank 1 scored 1 and 3, then 0 again as a padding sampler does.
+    rank0 = torch.tensor([0, 2, 4]), torch.tensor([0.0, 20.0, 40.0])
+    rank1 = torch.tensor([1, 3, 0]), torch.tensor([10.0, 30.0, 0.0])
+    trainer = SimpleNamespace(world_size=2, strategy=OtherRank(torch.tensor(3), *rank1))
+    index, scores = gather_in_input_order(trainer, torch.device("cpu"), *rank0)
+    assert index.tolist() == [0, 1, 2, 3, 4]
+    assert scores.tolist() == [0.0, 10.0, 20.0, 30.0, 40.0]
+
+
+def test_uneven_shards_are_padded_for_the_gather_and_the_padding_dropped() -> None:
+    rank0 = torch.tensor([0, 2]), torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    # Rank 1 held one row; by the time it joins the gather it has been padded to two.
+    rank1 = torch.tensor([1, -1]), torch.tensor([[0.5, 0.5], [0.0, 0.0]])
+    trainer = SimpleNamespace(world_size=2, strategy=OtherRank(torch.tensor(1), *rank1))
+    index, scores = gather_in_input_order(trainer, torch.device("cpu"), *rank0)
+    assert index.tolist() == [0, 1, 2]
+    assert scores.tolist() == [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]]
+
+
+def test_single_process_predictions_are_sorted() -> None:
+    trainer = SimpleNamespace(world_size=1)
+    index, scores = gather_in_input_order(
+        trainer, torch.device("cpu"), torch.tensor([2, 0, 1]), torch.tensor([20.0, 0.0, 10.0])
+    )
+    assert index.tolist() == [0, 1, 2]
+    assert scores.tolist() == [0.0, 10.0, 20.0]
