@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Sequence
 
+import torch
 from torchmetrics import (
     MeanSquaredError,
     Metric,
@@ -77,3 +78,27 @@ def build_metrics(
     factories = METRICS[space.problem_type]
     metrics = {name: factories[name](space.num_outputs, threshold) for name in names}
     return MetricCollection(metrics, prefix=prefix)  # type: ignore[arg-type]
+
+
+class WeightedMean(Metric):
+    """The mean of per-batch means weighted by batch size, synced as two sums.
+
+    Exact under DDP, where ranks may hold different numbers of rows. (torchmetrics'
+    MeanMetric ignores its weights when NaN checks are off, and with them on it reads every
+    value back to the host, a sync on XLA.)
+    """
+
+    total: torch.Tensor
+    count: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("total", torch.tensor(0.0, dtype=torch.float32), dist_reduce_fx="sum")
+        self.add_state("count", torch.tensor(0.0, dtype=torch.float32), dist_reduce_fx="sum")
+
+    def update(self, mean: torch.Tensor, weight: int) -> None:
+        self.total += mean.detach().float() * weight
+        self.count += weight
+
+    def compute(self) -> torch.Tensor:
+        return self.total / self.count

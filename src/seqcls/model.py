@@ -16,7 +16,7 @@ from seqcls.accelerators import is_xla, use_device_side_attention_mask
 from seqcls.encoding import INDEX, LABELS
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType
-from seqcls.metrics import DEFAULT_METRICS, build_metrics
+from seqcls.metrics import DEFAULT_METRICS, WeightedMean, build_metrics
 
 Batch = dict[str, torch.Tensor]
 
@@ -86,6 +86,10 @@ class SequenceClassifier(pl.LightningModule):
             for prefix in validation_names or ["val"]
         )
         self.test_metrics = build_metrics(names, self.labels, threshold=threshold, prefix="test/")
+        # Weighted by rows and synced as sums: exact under DDP, where ranks may hold different
+        # numbers of rows (Lightning's own mean of logged values is not).
+        self.val_losses = ModuleList(WeightedMean() for _ in self.val_metrics)
+        self.test_loss = WeightedMean()
 
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
@@ -101,10 +105,11 @@ class SequenceClassifier(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._evaluate(batch, cast(MetricCollection, self.val_metrics[dataloader_idx]))
+        metrics = cast(MetricCollection, self.val_metrics[dataloader_idx])
+        self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metrics)
+        self._evaluate(batch, self.test_metrics, self.test_loss)
 
     def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
         return {INDEX: batch[INDEX], "scores": self.scores(self(batch).logits)}
@@ -118,7 +123,7 @@ class SequenceClassifier(pl.LightningModule):
             return logits.sigmoid()
         return logits.softmax(dim=-1)
 
-    def _evaluate(self, batch: Batch, metrics: MetricCollection) -> None:
+    def _evaluate(self, batch: Batch, metrics: MetricCollection, loss: WeightedMean) -> None:
         output = self(batch)
         labels = batch[LABELS]
         scores = self.scores(output.logits)
@@ -129,7 +134,8 @@ class SequenceClassifier(pl.LightningModule):
         metrics.update(scores, labels)
         prefix = metrics.prefix or ""
         log_options: dict[str, Any] = {"batch_size": len(labels), "add_dataloader_idx": False}
-        self.log(f"{prefix}loss", output.loss, sync_dist=True, **log_options)
+        loss.update(output.loss, weight=len(labels))
+        self.log(f"{prefix}loss", loss, **log_options)
         self.log_dict(metrics, prog_bar=True, **log_options)
 
     def configure_optimizers(self) -> Any:

@@ -11,6 +11,7 @@ from torch.utils.data import DistributedSampler
 
 from seqcls.data import TextClassificationDataModule
 from seqcls.loaders import eval_loader, resolve_drop_last, resolve_padding
+from seqcls.metrics import WeightedMean
 from seqcls.outputs import gather_in_input_order
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
@@ -123,3 +124,10 @@ def test_single_process_predictions_are_sorted() -> None:
     )
     assert index.tolist() == [0, 1, 2]
     assert scores.tolist() == [0.0, 10.0, 20.0]
+
+
+def test_weighted_mean_weighs_each_batch_by_its_rows() -> None:
+    loss = WeightedMean()
+    loss.update(torch.tensor(1.0), weight=3)
+    loss.update(torch.tensor(4.0), weight=1)  # a short last batch counts for one row
+    assert loss.compute().item() == pytest.approx(1.75)

@@ -1,0 +1,126 @@
+"""DDP with two CPU processes (gloo) through the real CLI: exact metrics, one predictions file.
+
+The row counts are odd on purpose: a DistributedSampler would pad the last round with a
+repeated row, and metrics or predictions that counted it would differ from one process.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+TIMEOUT_S = 420
+
+
+def first_rows(source: Path, target: Path, count: int) -> str:
+    lines = source.read_text().splitlines(keepends=True)
+    target.write_text("".join(lines[: count + 1]))  # the header, then `count` rows
+    return str(target)
+
+
+def seqcls_in_two_processes(*args: str, cwd: Path) -> str:
+    """Run ``seqcls`` under DDP in its own process group, killed whole if it overruns."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seqcls.cli", *args, *DDP, *QUIET],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # Lightning starts rank 1 as a child: one group to end both
+    )
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"seqcls under DDP ran past {TIMEOUT_S} s:\n{output[-3000:]}")
+    assert process.returncode == 0, output[-3000:]
+    return output
+
+
+def validation_metrics(run_dir: Path) -> dict[str, float]:
+    metrics: dict[str, float] = json.loads((run_dir / "metrics.json").read_text())["validation"]
+    return metrics
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as stream:
+        return list(csv.DictReader(stream))
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
+    work = tmp_path_factory.mktemp("ddp")
+    output = seqcls_in_two_processes(
+        "fit",
+        "--model.model_name_or_path", str(tiny_bert),
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", first_rows(SAMPLE / "validation.csv", work / "dev.csv", 99),
+        "--data.max_train_samples", "64",
+        "--data.batch_size", "8",
+        "--data.cache_dir", str(work / "cache"),
+        "--trainer.max_epochs", "1",
+        "--trainer.default_root_dir", str(work / "run"),
+        cwd=work,
+    )  # fmt: skip
+    assert "Effective batch size 16 = 8 per device x 2 device(s) x 1 node(s)" in output
+    return work
+
+
+def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run: Path) -> None:
+    run = ddp_run / "run"
+    last = str(run / "checkpoints" / "last.ckpt")
+    seqcls_in_two_processes(
+        "validate", "--config", str(run / "config.yaml"), "--ckpt_path", last,
+        "--trainer.default_root_dir", str(ddp_run / "validate-ddp"),
+        cwd=ddp_run,
+    )  # fmt: skip
+    main([
+        "validate", "--config", str(run / "config.yaml"), "--ckpt_path", last,
+        "--trainer.devices", "1", "--trainer.strategy", "auto", *QUIET,
+        "--trainer.default_root_dir", str(ddp_run / "validate-one"),
+    ])  # fmt: skip
+    one = validation_metrics(ddp_run / "validate-one")
+    assert set(one) == {"accuracy", "macro_f1", "loss"}
+    # The fit's own end-of-epoch validation (2 processes) scored the same weights.
+    for measured in (validation_metrics(ddp_run / "validate-ddp"), validation_metrics(run)):
+        assert measured == pytest.approx(one, abs=1e-6)
+
+
+def test_ddp_predict_writes_one_file_one_row_per_input_in_order(ddp_run: Path) -> None:
+    run = ddp_run / "run"
+    predict = [
+        "predict", "--config", str(run / "config.yaml"),
+        "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+        "--data.predict_file", first_rows(SAMPLE / "predict.csv", ddp_run / "new.csv", 39),
+        "--data.eval_batch_size", "4",
+    ]  # fmt: skip
+    seqcls_in_two_processes(
+        *predict, "--trainer.default_root_dir", str(ddp_run / "predict-ddp"), cwd=ddp_run
+    )
+    main([
+        *predict, "--trainer.devices", "1", "--trainer.strategy", "auto", *QUIET,
+        "--trainer.default_root_dir", str(ddp_run / "predict-one"),
+    ])  # fmt: skip
+    written = sorted(p.name for p in (ddp_run / "predict-ddp").glob("predictions*"))
+    assert written == ["predictions.csv"]  # one file, not one per rank
+    two = read_rows(ddp_run / "predict-ddp" / "predictions.csv")
+    one = read_rows(ddp_run / "predict-one" / "predictions.csv")
+    assert [row["index"] for row in two] == [str(i) for i in range(39)]
+    assert [row["label"] for row in two] == [row["label"] for row in one]
+    assert [float(row["score"]) for row in two] == pytest.approx(
+        [float(row["score"]) for row in one], abs=1e-5
+    )
