@@ -1,0 +1,48 @@
+"""The trainer configs: each switches only the trainer, and each builds where its hardware is."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from pytorch_lightning.accelerators import XLAAccelerator
+
+from seqcls.cli import make_cli
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINER_CONFIGS = sorted((REPO / "configs" / "trainer").glob("*.yaml"))
+
+
+def available(accelerator: str) -> str | None:
+    """Why this machine cannot build the accelerator, or None when it can."""
+    if accelerator == "gpu" and not torch.cuda.is_available():
+        return "no CUDA GPU on this machine"
+    if accelerator == "tpu" and not XLAAccelerator.is_available():
+        return "no TPU on this machine (the XLA lane, scripts/test.sh --xla, covers XLA on CPU)"
+    return None
+
+
+def test_every_target_has_a_config() -> None:
+    names = {path.stem for path in TRAINER_CONFIGS}
+    assert {"cpu", "gpu", "multinode", "tpu"} <= names
+
+
+@pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
+def test_a_trainer_config_touches_only_the_trainer(path: Path) -> None:
+    assert set(yaml.safe_load(path.read_text())) == {"trainer"}
+
+
+@pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
+def test_a_trainer_config_builds_the_quickstart_job(path: Path, tiny_bert: Path) -> None:
+    accelerator = yaml.safe_load(path.read_text())["trainer"]["accelerator"]
+    if reason := available(accelerator):
+        pytest.skip(reason)
+    cli = make_cli(
+        [
+            "--config", str(REPO / "configs" / "local.yaml"),
+            "--config", str(path),
+            "--model.model_name_or_path", str(tiny_bert),
+        ],
+        run=False,
+    )  # fmt: skip
+    assert type(cli.trainer.accelerator).__name__.lower().startswith(accelerator[:3])
