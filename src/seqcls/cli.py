@@ -21,6 +21,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_info
 
 from seqcls.checkpoints import LastCheckpoint
+from seqcls.cloud import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.export import ExportBestModel
@@ -76,6 +77,10 @@ class SeqclsCLI(LightningCLI):
         run_dir = config.trainer.default_root_dir
         if config.checkpoint.dirpath is None:
             config.checkpoint.dirpath = os.path.join(run_dir, "checkpoints")
+        # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
+        cluster = apply_vertex_cluster()
+        if cluster is not None:
+            config.trainer.num_nodes = cluster_num_nodes(cluster, config.trainer.num_nodes)
 
     def after_instantiate_classes(self) -> None:
         super().after_instantiate_classes()
