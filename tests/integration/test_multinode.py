@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning_utilities.core.rank_zero import rank_zero_only as utils_rank_zero_only
 from pytorch_lightning.strategies import DDPStrategy
+from pytorch_lightning.utilities.rank_zero import rank_zero_only as pl_rank_zero_only
 
 from seqcls.cli import main, make_cli
 
@@ -159,10 +161,16 @@ def test_node_zero_writes_the_run_and_the_data_was_split(nodes: list[tuple[Path,
 
 @pytest.fixture
 def restored_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """Forget every distributed variable now, and restore them all after the test."""
+    """Forget every distributed variable now, and restore them all after the test.
+
+    A DDP trainer also records its global rank in process-wide ``rank_zero_only.rank``;
+    node 1's rank would otherwise silence every later run in this test process.
+    """
     for name in DISTRIBUTED_VARIABLES:
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
+    for rank_zero_only in {utils_rank_zero_only, pl_rank_zero_only}:
+        monkeypatch.setattr(rank_zero_only, "rank", rank_zero_only.rank)
     return monkeypatch
 
 
