@@ -20,6 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+import fsspec
+import pytest
+
 MODULE = "gcp_storage_emulator"
 
 
@@ -53,6 +56,27 @@ def gcs_emulator(*, timeout: float = 30.0) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def emulated_gcs(bucket: str) -> Iterator[str]:
+    """The emulator, with this process and its children pointed at it, holding ``bucket``.
+
+    Yields the endpoint. gcsfs must not have been imported yet (seqcls.tables sees to its
+    gRPC setting); fsspec reads FSSPEC_* variables at import, so this process's own
+    configuration is set directly and child processes get the variables.
+    """
+    with gcs_emulator() as endpoint, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STORAGE_EMULATOR_HOST", endpoint)
+        patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        patch.setenv("FSSPEC_GCS_TOKEN", "anon")
+        patch.setitem(fsspec.config.conf, "gcs", {"token": "anon"})
+        create_bucket(endpoint, bucket)
+        gcs_class = fsspec.get_filesystem_class("gs")
+        try:
+            yield endpoint
+        finally:
+            gcs_class.clear_instance_cache()  # instances hold the anonymous credentials
 
 
 def create_bucket(endpoint: str, bucket: str) -> None:

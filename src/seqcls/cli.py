@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +18,18 @@ from pytorch_lightning.cli import (
     LightningCLI,
     SaveConfigCallback,
 )
-from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_info
 
-from seqcls.checkpoints import LastCheckpoint
+from seqcls.checkpoints import LastCheckpoint, resolve_ckpt_path
 from seqcls.cloud import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.export import ExportBestModel
+from seqcls.logs import tensorboard_logger
 from seqcls.model import SequenceClassifier
 from seqcls.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.rundir import DEFAULT_ROOT, run_layout
+from seqcls.storage import read_text, write_text
 
 CONFIG_FILE = "config.yaml"
 
@@ -48,11 +51,8 @@ class SaveRunConfig(SaveConfigCallback):
             self.config.data.label_names = datamodule.label_names
             self.config.data.problem_type = datamodule.problem_type
             self.config.data.metrics = datamodule.metrics
-            run_dir = Path(trainer.default_root_dir)
-            run_dir.mkdir(parents=True, exist_ok=True)
-            self.parser.save(
-                self.config, str(run_dir / CONFIG_FILE), skip_unset=False, overwrite=True
-            )
+            path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
+            write_text(path, self.parser.dump(self.config, skip_unset=False))
         self.already_saved = True
 
 
@@ -74,9 +74,16 @@ class SeqclsCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self._config()
-        run_dir = config.trainer.default_root_dir
-        if config.checkpoint.dirpath is None:
-            config.checkpoint.dirpath = os.path.join(run_dir, "checkpoints")
+        # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
+        self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
+        config.trainer.default_root_dir = self.layout.root
+        config.checkpoint.dirpath = self.layout.checkpoints
+        if config.get("ckpt_path") is not None:
+            # Kept until the process exits: Lightning loads the checkpoint inside the run.
+            self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
+            config.ckpt_path = resolve_ckpt_path(
+                config.ckpt_path, self.layout.checkpoints, Path(self._downloads.name)
+            )
         # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
         cluster = apply_vertex_cluster()
         if cluster is not None:
@@ -92,13 +99,10 @@ class SeqclsCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         if config.get("logger") in (None, True):
-            # One fixed folder (no version_N) so a resumed run keeps writing to the same logs.
-            config["logger"] = TensorBoardLogger(
-                config["default_root_dir"], name="logs", version="", default_hp_metric=False
-            )
+            config["logger"] = tensorboard_logger(self.layout.logs)
         callbacks = [
             *(config.get("callbacks") or []),
-            ExportBestModel(),
+            ExportBestModel(self.layout.model),
             MetricsFile(),
             PredictionWriter(),
         ]
@@ -125,10 +129,12 @@ class SeqclsCLI(LightningCLI):
         return ModelCheckpoint(**options)
 
     def after_fit(self) -> None:
-        run_dir = Path(self.trainer.default_root_dir)
-        metrics_file = run_dir / METRICS_FILE
-        if metrics_file.is_file():
-            validation = json.loads(metrics_file.read_text()).get("validation", {})
+        if not self.trainer.is_global_zero:
+            return
+        run_dir = self.trainer.default_root_dir
+        metrics = read_text(os.path.join(run_dir, METRICS_FILE))
+        if metrics is not None:
+            validation = json.loads(metrics).get("validation", {})
             shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(validation.items()))
             rank_zero_info(f"Validation metrics of the best checkpoint: {shown}")
         rank_zero_info(
@@ -161,7 +167,7 @@ def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
         save_config_callback=SaveRunConfig,
         save_config_kwargs={"overwrite": True},
         trainer_defaults={
-            "default_root_dir": "runs/default",
+            "default_root_dir": DEFAULT_ROOT,
             # Lightning's own default is 1000 epochs; fine-tuning wants a few.
             "max_epochs": 3,
             "log_every_n_steps": 10,

@@ -14,12 +14,17 @@ the variables Lightning reads: ``MASTER_ADDR``, ``MASTER_PORT`` and ``NODE_RANK`
 
 ``LOCAL_RANK`` is never set here: Lightning takes it to mean that something else launched
 the per-device processes, and would then not start them itself.
+
+A job with ``baseOutputDirectory`` also gets ``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR`` and
+``AIP_TENSORBOARD_LOG_DIR`` (``BASE/model/``, ``BASE/checkpoints/``, ``BASE/logs/``; under
+``BASE/TRIAL/`` in a tuning job): :func:`vertex_output_dirs` reads them.
 """
 
 import json
 import logging
 import os
-from collections.abc import MutableMapping
+import posixpath
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +35,9 @@ log = logging.getLogger(__name__)
 CLUSTER_SPEC = "CLUSTER_SPEC"
 # The worker pools whose replicas train, in node-rank order.
 TRAINING_POOLS = ("workerpool0", "workerpool1")
+AIP_MODEL_DIR = "AIP_MODEL_DIR"
+AIP_CHECKPOINT_DIR = "AIP_CHECKPOINT_DIR"
+AIP_TENSORBOARD_LOG_DIR = "AIP_TENSORBOARD_LOG_DIR"
 _OTHER_POOLS = {"workerpool2": "the reduction server", "workerpool3": "the evaluator"}
 
 
@@ -156,3 +164,25 @@ def cluster_num_nodes(cluster: VertexCluster, configured: int) -> int:
             "leave --trainer.num_nodes out on Vertex AI"
         )
     return cluster.num_nodes
+
+
+@dataclass(frozen=True)
+class VertexOutputDirs:
+    """Where Vertex AI wants this job's outputs; None for a variable it did not set."""
+
+    base: str  # the folder above them all: the job's baseOutputDirectory (or its trial folder)
+    model: str | None
+    checkpoints: str | None
+    logs: str | None
+
+
+def vertex_output_dirs(environ: Mapping[str, str] | None = None) -> VertexOutputDirs | None:
+    """The ``AIP_*`` output folders, without trailing slashes, or None when none is set."""
+    env = os.environ if environ is None else environ
+    names = (AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)
+    model, checkpoints, logs = (env.get(name, "").rstrip("/") or None for name in names)
+    first = model or checkpoints or logs
+    if first is None:
+        return None
+    # Vertex AI puts all three side by side in one folder, which is the run directory's layout.
+    return VertexOutputDirs(posixpath.dirname(first), model, checkpoints, logs)

@@ -24,6 +24,7 @@ from seqcls.loaders import (
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
+from seqcls.storage import local_model_dir
 from seqcls.tables import require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
@@ -208,7 +209,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         if not self.tokenizer_name_or_path:
             raise ConfigurationError("no tokenizer: set --model.model_name_or_path")
         try:
-            return AutoTokenizer.from_pretrained(self.tokenizer_name_or_path)
+            local = local_model_dir(self.tokenizer_name_or_path, default_cache_dir())
+            return AutoTokenizer.from_pretrained(local)
         except (OSError, ValueError) as error:
             raise unloadable(
                 "--data.tokenizer_name_or_path", self.tokenizer_name_or_path, error

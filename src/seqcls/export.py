@@ -2,6 +2,7 @@
 
 import copy
 import logging
+import tempfile
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -11,6 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.checkpoints import best_checkpoint
 from seqcls.model import SequenceClassifier
+from seqcls.storage import download_file, is_remote, upload_dir
 
 log = logging.getLogger(__name__)
 _PREFIX = "model."  # SequenceClassifier keeps the Hugging Face model in its ``model`` attribute
@@ -50,7 +52,14 @@ def export_model(
 
 
 class ExportBestModel(pl.Callback):
-    """At the end of ``fit``, write the best checkpoint's model to ``RUN/model``."""
+    """At the end of ``fit``, write the best checkpoint's model to ``model_dir`` (local or remote).
+
+    A remote folder gets a complete local export, copied file by file, and a remote best
+    checkpoint is read from a local copy, as ``resolve_ckpt_path`` does for the same reason.
+    """
+
+    def __init__(self, model_dir: str) -> None:
+        self.model_dir = model_dir
 
     @rank_zero_only
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -59,6 +68,15 @@ class ExportBestModel(pl.Callback):
             return
         checkpoint = best_checkpoint(trainer)
         best = checkpoint.best_model_path if checkpoint else ""
-        out_dir = Path(trainer.default_root_dir) / "model"
-        export_model(pl_module, datamodule.tokenizer, out_dir, checkpoint_path=best or None)
-        log.info("Exported %s to %s", best or "the final weights", out_dir)
+        remote = is_remote(self.model_dir)
+        with tempfile.TemporaryDirectory(prefix="seqcls-export-") as scratch:
+            local_best = best
+            if best and is_remote(best):
+                local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
+            out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
+            export_model(
+                pl_module, datamodule.tokenizer, out_dir, checkpoint_path=local_best or None
+            )
+            if remote:
+                upload_dir(out_dir, self.model_dir)
+        log.info("Exported %s to %s", best or "the final weights", self.model_dir)

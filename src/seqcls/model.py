@@ -13,10 +13,11 @@ from torchmetrics import MetricCollection
 from transformers import AutoModelForSequenceClassification
 
 from seqcls.accelerators import is_xla, use_device_side_attention_mask
-from seqcls.encoding import INDEX, LABELS
+from seqcls.encoding import INDEX, LABELS, default_cache_dir
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType
 from seqcls.metrics import DEFAULT_METRICS, WeightedMean, build_metrics
+from seqcls.storage import local_model_dir
 
 Batch = dict[str, torch.Tensor]
 
@@ -38,7 +39,7 @@ class SequenceClassifier(pl.LightningModule):
         """A pretrained encoder with a fresh classification or regression head.
 
         Args:
-            model_name_or_path: Hub id or local directory of a pretrained model.
+            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model.
             label_names: Label names in id order; filled in from the data.
             problem_type: Filled in from the data.
             metrics: Metric names; filled in from the data.
@@ -61,7 +62,7 @@ class SequenceClassifier(pl.LightningModule):
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
         try:
             self.model = AutoModelForSequenceClassification.from_pretrained(
-                model_name_or_path,
+                local_model_dir(model_name_or_path, default_cache_dir()),
                 num_labels=self.labels.num_outputs,
                 problem_type=problem_type,
                 id2label=dict(enumerate(label_names)),

@@ -3,8 +3,8 @@
 import csv
 import json
 import logging
+import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -15,6 +15,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from seqcls.checkpoints import best_checkpoint
 from seqcls.encoding import INDEX
 from seqcls.labels import LabelSpace
+from seqcls.storage import open_for_writing, read_text, write_text
 from seqcls.tasks import glue_file_name, glue_task
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,13 @@ def group_by_split(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     return grouped
 
 
-def update_metrics_file(run_dir: Path, results: dict[str, Any]) -> Path:
+def update_metrics_file(run_dir: str, results: dict[str, Any]) -> str:
     """Merge ``results`` into ``run_dir/metrics.json``: each command updates only its own splits."""
-    path = run_dir / METRICS_FILE
-    merged = json.loads(path.read_text()) if path.is_file() else {}
+    path = os.path.join(run_dir, METRICS_FILE)
+    existing = read_text(path)
+    merged = json.loads(existing) if existing is not None else {}
     merged.update(results)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -93,7 +94,7 @@ class MetricsFile(pl.Callback):
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, results: dict[str, Any]) -> None:
-        path = update_metrics_file(Path(trainer.default_root_dir), results)
+        path = update_metrics_file(trainer.default_root_dir, results)
         log.info("Wrote %s", path)
 
 
@@ -135,15 +136,14 @@ class PredictionWriter(BasePredictionWriter):
         rows = [describe(row, score, space, threshold) for row, score in in_order]
         datamodule = getattr(trainer, "datamodule", None)
         output_format = getattr(datamodule, "output_format", "csv")
-        run_dir = Path(trainer.default_root_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = trainer.default_root_dir
         if output_format == "glue":
             path = write_glue(rows, space, run_dir, datamodule)
         elif output_format == "jsonl":
-            path = run_dir / "predictions.jsonl"
-            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+            path = os.path.join(run_dir, "predictions.jsonl")
+            write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
         else:
-            path = write_csv(rows, run_dir / "predictions.csv")
+            path = write_csv(rows, os.path.join(run_dir, "predictions.csv"))
         log.info("Wrote %d predictions to %s", len(rows), path)
 
 
@@ -187,8 +187,8 @@ def describe(index: int, scores: Any, space: LabelSpace, threshold: float) -> di
     return {INDEX: index, "label": space.names[best], "score": round(scores[best], 6), **named}
 
 
-def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
-    with path.open("w", newline="") as stream:
+def write_csv(rows: list[dict[str, Any]], path: str) -> str:
+    with open_for_writing(path, newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
         writer.writeheader()
         for row in rows:
@@ -197,16 +197,14 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
-def write_glue(
-    rows: list[dict[str, Any]], space: LabelSpace, run_dir: Path, datamodule: Any
-) -> Path:
+def write_glue(rows: list[dict[str, Any]], space: LabelSpace, run_dir: str, datamodule: Any) -> str:
     """A GLUE submission file: ``index<TAB>prediction``, labels written as the task expects."""
     sources = datamodule.sources
     config = sources.dataset_config
     task = glue_task(config)
     split = sources.files["predict"] or sources.hub_splits["predict"]
-    path = run_dir / glue_file_name(config, str(split))
-    with path.open("w") as stream:
+    path = os.path.join(run_dir, glue_file_name(config, str(split)))
+    with open_for_writing(path) as stream:
         stream.write("index\tprediction\n")
         for row in rows:
             if task.label == "value":

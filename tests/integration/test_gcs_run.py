@@ -1,0 +1,198 @@
+"""A whole run in a bucket: the real ``seqcls`` command with a gs:// run directory, on an emulator.
+
+Each command runs in its own process, as on a training machine, under a time limit. The
+model comes from the bucket too. Everything is read back from the bucket through gcsfs.
+"""
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import pytest
+import torch
+from gcs_emulator import available, emulated_gcs
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from transformers import pipeline
+
+import seqcls.tables
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+LABELS = ["account", "billing", "shipping", "technical"]
+BUCKET = "seqcls-run"
+RUN = f"gs://{BUCKET}/run"
+STEPS_PER_EPOCH = 4  # 64 examples, batch 16
+TIMEOUT_S = 300
+
+pytestmark = pytest.mark.slow
+
+
+def seqcls(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``seqcls ARGS`` in a new process; its output (logs included) if it succeeds."""
+    done = subprocess.run(
+        [sys.executable, "-m", "seqcls.cli", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout + done.stderr
+
+
+def fit_args(model: str, *extra: str) -> list[str]:
+    return [
+        "fit",
+        "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", model,
+        "--model.learning_rate", "1e-3",
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "64",
+        "--data.batch_size", "16",
+        "--trainer.max_epochs", "10",
+        "--trainer.log_every_n_steps", "1",
+        "--trainer.enable_progress_bar", "false",
+        *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFileSystem]:
+    if not available():
+        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
+    with emulated_gcs(BUCKET), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEQCLS_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield fsspec.filesystem("gs")
+
+
+@pytest.fixture(scope="module")
+def model_url(gcs: fsspec.AbstractFileSystem, tiny_bert: Path) -> str:
+    for file in tiny_bert.iterdir():
+        gcs.put_file(str(file), f"{BUCKET}/pretrained/{file.name}")
+    return f"gs://{BUCKET}/pretrained"
+
+
+@pytest.fixture(scope="module")
+def resumed(gcs: fsspec.AbstractFileSystem, model_url: str) -> dict[str, str]:
+    """One epoch, then a second command that resumes from ``last`` for one more."""
+    first = seqcls(
+        *fit_args(model_url, "--trainer.max_steps", str(STEPS_PER_EPOCH)),
+        "--trainer.default_root_dir", RUN,
+    )  # fmt: skip
+    second = seqcls(
+        *fit_args(model_url, "--trainer.max_steps", str(2 * STEPS_PER_EPOCH)),
+        "--trainer.default_root_dir", RUN, "--ckpt_path", "last",
+    )  # fmt: skip
+    return {"first": first, "second": second}
+
+
+def load(gcs: fsspec.AbstractFileSystem, path: str) -> dict[str, object]:
+    with gcs.open(path, "rb", cache_type="readahead") as stream:
+        checkpoint: dict[str, object] = torch.load(io.BytesIO(stream.read()), weights_only=True)
+    return checkpoint
+
+
+def train_loss_steps(event_file: Path) -> list[int]:
+    events = EventAccumulator(str(event_file))
+    events.Reload()
+    return [event.step for event in events.Scalars("train/loss")]
+
+
+def test_the_run_directory_is_in_the_bucket(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str]
+) -> None:
+    gcs.invalidate_cache()
+    names = {path.removeprefix(f"{BUCKET}/run/") for path in gcs.find(f"{BUCKET}/run")}
+    for name in ["config.yaml", "metrics.json", "checkpoints/last.ckpt", "logs/hparams.yaml"]:
+        assert name in names
+    for name in ["config.json", "model.safetensors", "tokenizer.json"]:
+        assert f"model/{name}" in names
+    assert any(name.startswith("checkpoints/best-epoch") for name in names)
+    assert "label_names:\n  - account" in gcs.cat_file(f"{BUCKET}/run/config.yaml").decode()
+
+
+def test_resuming_from_last_continues_from_the_saved_step(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str], tmp_path: Path
+) -> None:
+    assert f"resuming from {RUN}/checkpoints/last.ckpt" in resumed["second"]
+    assert load(gcs, f"{BUCKET}/run/checkpoints/last.ckpt")["global_step"] == 2 * STEPS_PER_EPOCH
+    # Each command writes its own event file; the second one's first step follows the first's.
+    gcs.get(f"{BUCKET}/run/logs/", str(tmp_path), recursive=True)
+    first, second = (train_loss_steps(f) for f in sorted(tmp_path.rglob("events.out.tfevents.*")))
+    assert first == list(range(STEPS_PER_EPOCH))
+    # A run that started from scratch would log from step 0 again. (Lightning numbers the
+    # resumed run's logged steps from one past the saved count: 5-8 here.)
+    assert len(second) == STEPS_PER_EPOCH
+    assert min(second) >= STEPS_PER_EPOCH
+
+
+def test_tensorboard_in_the_bucket_has_every_logged_step(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str], tmp_path: Path
+) -> None:
+    gcs.get(f"{BUCKET}/run/logs/", str(tmp_path), recursive=True)
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    # Written to the bucket directly, each event file would keep only its last record.
+    steps = [event.step for event in events.Scalars("train/loss")]
+    assert len(steps) == 2 * STEPS_PER_EPOCH
+    assert steps == sorted(set(steps))
+    assert len(events.Scalars("val/accuracy")) == 2
+
+
+def test_predict_and_validate_read_config_and_checkpoint_from_the_bucket(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str]
+) -> None:
+    out = f"gs://{BUCKET}/predict"
+    seqcls(
+        "predict", "--config", f"{RUN}/config.yaml",
+        "--ckpt_path", f"{RUN}/checkpoints/last.ckpt",
+        "--data.predict_file", str(SAMPLE / "predict.csv"),
+        "--trainer.default_root_dir", out,
+    )  # fmt: skip
+    rows = list(
+        csv.DictReader(io.StringIO(gcs.cat_file(f"{BUCKET}/predict/predictions.csv").decode()))
+    )
+    with (SAMPLE / "predict.csv").open(newline="") as stream:
+        assert len(rows) == len(list(csv.DictReader(stream)))
+    assert {row["label"] for row in rows} <= set(LABELS)
+
+
+def test_the_exported_model_loads_after_download(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str], tmp_path: Path
+) -> None:
+    gcs.get(f"{BUCKET}/run/model/", str(tmp_path / "model"), recursive=True)
+    classify = pipeline("text-classification", model=str(tmp_path / "model"), device="cpu")
+    (result,) = classify(["I was charged twice this month"])
+    assert result["label"] in LABELS
+
+
+def test_vertex_output_folders_receive_a_run_without_flags(
+    gcs: fsspec.AbstractFileSystem, model_url: str
+) -> None:
+    base = f"gs://{BUCKET}/vertex/job"
+    # What Vertex AI sets for a job with baseOutputDirectory gs://BUCKET/vertex/job.
+    aip = {
+        "AIP_MODEL_DIR": f"{base}/model/",
+        "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/",
+    }
+    args = fit_args(
+        model_url,
+        "--trainer.max_steps",
+        str(STEPS_PER_EPOCH),
+        "--trainer.default_root_dir",
+        "runs/default",
+    )
+    output = seqcls(*args, env=aip)
+    assert f"run directory {base}, checkpoints {base}/checkpoints" in output
+    gcs.invalidate_cache()
+    names = {path.removeprefix(f"{BUCKET}/vertex/job/") for path in gcs.find(f"{BUCKET}/vertex")}
+    for name in ["config.yaml", "metrics.json", "checkpoints/last.ckpt", "model/config.json"]:
+        assert name in names
+    assert any(name.startswith("logs/events.out.tfevents.") for name in names)
