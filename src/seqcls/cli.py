@@ -78,11 +78,12 @@ class SeqclsCLI(LightningCLI):
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         config.checkpoint.dirpath = self.layout.checkpoints
-        if config.get("ckpt_path") is not None:
+        self.ckpt_path = config.get("ckpt_path")
+        if self.ckpt_path is not None:
             # Kept until the process exits: Lightning loads the checkpoint inside the run.
             self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
-            config.ckpt_path = resolve_ckpt_path(
-                config.ckpt_path, self.layout.checkpoints, Path(self._downloads.name)
+            self.ckpt_path = resolve_ckpt_path(
+                self.ckpt_path, self.layout.checkpoints, Path(self._downloads.name)
             )
         # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
         cluster = apply_vertex_cluster()
@@ -91,6 +92,9 @@ class SeqclsCLI(LightningCLI):
 
     def after_instantiate_classes(self) -> None:
         super().after_instantiate_classes()
+        if self.subcommand and "ckpt_path" in self.config_init[self.subcommand]:
+            # Only what runs gets the resolved file; config.yaml keeps --ckpt_path as given.
+            self.config_init[self.subcommand].ckpt_path = self.ckpt_path
         if isinstance(self.datamodule, TextClassificationDataModule) and isinstance(
             self.model, SequenceClassifier
         ):

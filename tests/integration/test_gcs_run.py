@@ -114,7 +114,9 @@ def test_the_run_directory_is_in_the_bucket(
     for name in ["config.json", "model.safetensors", "tokenizer.json"]:
         assert f"model/{name}" in names
     assert any(name.startswith("checkpoints/best-epoch") for name in names)
-    assert "label_names:\n  - account" in gcs.cat_file(f"{BUCKET}/run/config.yaml").decode()
+    config = gcs.cat_file(f"{BUCKET}/run/config.yaml").decode()
+    assert "label_names:\n  - account" in config
+    assert "ckpt_path: last" in config  # as given, not the local copy that was loaded
 
 
 def test_resuming_from_last_continues_from_the_saved_step(
