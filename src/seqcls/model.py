@@ -102,7 +102,10 @@ class SequenceClassifier(pl.LightningModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss: torch.Tensor = self(batch).loss
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[LABELS]))
+        # Lightning reads progress-bar values back to the host after every step, even with the
+        # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
+        in_progress_bar = not is_xla(self.trainer)
+        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=len(batch[LABELS]))
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:

@@ -1,0 +1,84 @@
+"""On XLA every new graph compiles and every host read stalls the device: seqcls avoids both.
+
+These run one XLA:CPU device (see conftest.py), which compiles the same graphs a TPU core
+does, so the counts here are the ones a TPU run would see.
+"""
+
+import csv
+import itertools
+from pathlib import Path
+
+import pytest
+from xla_cpu import Run, Train
+
+import seqcls.model
+
+pytestmark = pytest.mark.xla
+
+STEPS = 8
+# Step 1 creates the optimizer state and step 2 is the first to read it: two graphs. From
+# then on a step's graph depends only on its shapes.
+WARM_UP = 2
+
+
+def after_warm_up(run: Run) -> tuple[int, int]:
+    """Compilations and host syncs that the steps after warm-up added."""
+    first, last = run.steps[WARM_UP - 1], run.steps[-1]
+    return last.compiles - first.compiles, last.syncs - first.syncs
+
+
+def test_training_steps_compile_nothing_and_sync_nothing_after_warm_up(
+    train_on_xla: Train,
+) -> None:
+    run = train_on_xla(steps=STEPS)
+    assert len(run.steps) == STEPS
+    # Chosen by the data module because the trainer is on XLA: no flag was passed.
+    assert {step.seq_length for step in run.steps} == {run.data.max_length}
+    assert run.trainer.train_dataloader.drop_last is True
+    assert run.steps[WARM_UP - 1].compiles > 0  # the counter works: warm-up did compile
+    assert after_warm_up(run) == (0, 0)
+
+
+def test_without_the_device_side_mask_every_step_syncs(
+    train_on_xla: Train, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # transformers checks padding_mask.all() on the host in every forward unless the mask is
+    # always built: what seqcls.accelerators.use_device_side_attention_mask switches off.
+    monkeypatch.setattr(seqcls.model, "use_device_side_attention_mask", lambda model: None)
+    run = train_on_xla(steps=STEPS)
+    _, syncs = after_warm_up(run)
+    assert syncs >= STEPS - WARM_UP
+
+
+def test_dynamic_padding_compiles_again_for_each_new_length(
+    train_on_xla: Train, tmp_path: Path
+) -> None:
+    # Texts of 1 to 60 words, so batches padded to their longest input vary in length.
+    train_file = tmp_path / "lengths.csv"
+    with train_file.open("w", newline="") as out:
+        rows = csv.writer(out)
+        rows.writerow(["text", "label"])
+        for length in range(1, 61):
+            rows.writerow([" ".join(["order"] * length), "long" if length > 30 else "short"])
+    # Another batch size than the other tests: their graphs, cached in this process, never
+    # match these.
+    run = train_on_xla(
+        steps=STEPS,
+        train_file=str(train_file),
+        validation_file=None,
+        batch_size=2,
+        padding="longest",
+    )
+    # From step 2 on a graph depends only on its shapes (step 1 also creates optimizer state).
+    seen: set[int] = set()
+    new_lengths = 0
+    for before, step in itertools.pairwise(run.steps):
+        added = step.compiles - before.compiles
+        if step.seq_length in seen:
+            assert added == 0, f"a length seen before ({step.seq_length}) compiled again"
+        else:
+            assert added > 0, f"a new length ({step.seq_length}) compiled nothing"
+            new_lengths += 1
+        seen.add(step.seq_length)
+    assert new_lengths >= 2
+    assert run.trainer.train_dataloader.drop_last is True

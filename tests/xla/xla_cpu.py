@@ -1,0 +1,90 @@
+"""One XLA device on the CPU, for the XLA lane (``bash scripts/test.sh --xla``).
+
+Lightning's ``accelerator="tpu"`` counts Google TPU PCI devices and refuses a machine without
+one, while torch_xla compiles and runs the same graphs on the CPU under ``PJRT_DEVICE=CPU``.
+The accelerator below is Lightning's own XLA accelerator minus that count. One device only:
+two or more XLA:CPU devices hang in collectives, so the 8-core path needs a real TPU.
+"""
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.accelerators import XLAAccelerator
+
+from seqcls.data import TextClassificationDataModule
+
+# Before torch_xla loads: without it PJRT looks for a TPU.
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+# torch_xla's name for a tensor read back to the host (.item(), a tensor used as a bool).
+HOST_SYNC = "aten::_local_scalar_dense"
+
+
+class CPUXLAAccelerator(XLAAccelerator):
+    """Lightning's XLA accelerator on one XLA:CPU device instead of a TPU."""
+
+    # Lightning's versions ask torch_xla for the TPU count, which reads TPU PCI devices and
+    # the Google Cloud metadata server.
+    @staticmethod
+    def parse_devices(devices: int | str | list[int]) -> int:
+        if str(devices) not in ("1", "auto"):
+            raise ValueError(f"one XLA:CPU device only (more hang in collectives), got {devices}")
+        return 1
+
+    @staticmethod
+    def get_parallel_devices(devices: int | list[int]) -> list[torch.device]:
+        return [torch.device("xla", 0)]
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return 1
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step: its batch's sequence length, and torch_xla's counts so far."""
+
+    seq_length: int
+    compiles: int
+    syncs: int
+
+
+class StepCounts(pl.Callback):
+    """Records a Step after every optimizer step (Lightning's XLA precision ends it with a sync)."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, _: int
+    ) -> None:
+        import torch_xla.debug.metrics as met
+
+        compile_time = met.metric_data("CompileTime")  # (count, total ns, samples) or None
+        self.steps.append(
+            Step(
+                seq_length=batch["input_ids"].shape[1],
+                compiles=compile_time[0] if compile_time else 0,
+                syncs=met.counter_value(HOST_SYNC) or 0,
+            )
+        )
+
+
+@dataclass
+class Run:
+    trainer: pl.Trainer
+    data: TextClassificationDataModule
+    steps: list[Step]
+
+
+Train = Callable[..., Run]
