@@ -7,8 +7,10 @@ model comes from the bucket too. Everything is read back from the bucket through
 import csv
 import io
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,3 +200,45 @@ def test_vertex_output_folders_receive_a_run_without_flags(
     for name in ["config.yaml", "metrics.json", "checkpoints/last.ckpt", "model/config.json"]:
         assert name in names
     assert any(name.startswith("logs/events.out.tfevents.") for name in names)
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint_in_the_bucket(
+    gcs: fsspec.AbstractFileSystem, model_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL mid-run, as a preempted machine dies, then the same command with ``last``."""
+    run = f"gs://{BUCKET}/killed"
+    last = f"{BUCKET}/killed/checkpoints/last.ckpt"
+    # A checkpoint every 2 steps, and far more steps than the kill lets it reach.
+    args = [
+        *fit_args(model_url, "--trainer.val_check_interval", "2"),
+        "--trainer.default_root_dir", run, "--ckpt_path", "last",
+    ]  # fmt: skip
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "seqcls.cli", *args],
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not gcs.exists(last) and victim.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            gcs.invalidate_cache()
+    finally:
+        victim.kill()
+        victim.wait()
+    assert victim.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    saved = int(load(gcs, last)["global_step"])  # type: ignore[call-overload]
+    assert 0 < saved < 10 * STEPS_PER_EPOCH
+
+    target = saved + 2
+    # The same command again, as Vertex AI restarts a preempted job.
+    output = seqcls(*args, "--trainer.max_steps", str(target))
+    assert f"resuming from {run}/checkpoints/last.ckpt" in output
+    assert load(gcs, last)["global_step"] == target
+    # The restarted command trained 2 steps after the saved ones, not `target` from scratch.
+    gcs.get(f"{BUCKET}/killed/logs/", str(tmp_path), recursive=True)
+    newest = sorted(tmp_path.rglob("events.out.tfevents.*"))[-1]
+    steps = train_loss_steps(newest)
+    assert len(steps) == 2
+    assert min(steps) >= saved
