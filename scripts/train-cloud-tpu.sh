@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Train seqcls on one 8-chip Cloud TPU host as a Vertex AI custom job.
+# Writes the job's CustomJobSpec and runs gcloud ai custom-jobs create --config with it.
+#
+#   bash scripts/train-cloud-tpu.sh --project P --region R --bucket gs://B [options] [-- SEQCLS ARGS]
+#
+# Everything lands in gs://B/runs/NAME (baseOutputDirectory): config.yaml, checkpoints/,
+# logs/ (TensorBoard), model/ and metrics.json.
+#
+#   --project P            Google Cloud project (default: $PROJECT, else gcloud's project)
+#   --region R             Vertex AI region with the TPU, e.g. us-central1 (default: $REGION,
+#                          else gcloud's ai/region)
+#   --bucket gs://B        bucket (or gs://B/PREFIX) for the run (default: $BUCKET)
+#   --image URI            training image (default: R-docker.pkg.dev/P/seqcls/seqcls-tpu:latest,
+#                          what cloudbuild.yaml pushes; $IMAGE; $REPOSITORY replaces seqcls)
+#   --name NAME            job display name and run folder (default: seqcls-tpu-UTCDATE-TIME)
+#   --service-account SA   run as this service account (default: $SERVICE_ACCOUNT, else Vertex's)
+#   --tpu T                v5e-8 (default: ct5lp-hightpu-8t, topology 2x4), v3-8 or v2-8
+#                          (cloud-tpu with 8 TPU_V3 or TPU_V2 cores)
+#   --dry-run              print the spec and the gcloud command; touch nothing, call nothing
+#
+# Arguments after -- are the container's: seqcls's own, verbatim (stack
+# configs/trainer/tpu.yaml yourself). Without them:
+#   fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
+#       --config configs/trainer/tpu.yaml --ckpt_path last
+set -euo pipefail
+# shellcheck source=scripts/vertex-common.sh
+source "$(dirname "$0")/vertex-common.sh"
+
+image_name=seqcls-tpu
+tpu=v5e-8
+
+target_option() {
+  case "$1" in
+    --tpu) need_value "$@"; tpu="$2"; consumed=2 ;;
+    *) return 1 ;;
+  esac
+}
+
+check_target() {
+  case "$tpu" in
+    v5e-8 | v3-8 | v2-8) ;;
+    *) die "--tpu $tpu: one of v5e-8, v3-8, v2-8 (one host with 8 TPU chips or cores)" ;;
+  esac
+}
+
+default_seqcls_args() {
+  seqcls_args=(fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
+    --config configs/trainer/tpu.yaml --ckpt_path last)
+}
+
+# One replica: a TPU host trains alone. v5e names its chips by machine type and topology,
+# v2 and v3 by accelerator type and count on the generic cloud-tpu machine.
+worker_pools() {
+  echo "  - machineSpec:"
+  case "$tpu" in
+    v5e-8)
+      echo "      machineType: ct5lp-hightpu-8t"
+      echo "      tpuTopology: 2x4"
+      ;;
+    v3-8)
+      echo "      machineType: cloud-tpu"
+      echo "      acceleratorType: TPU_V3"
+      echo "      acceleratorCount: 8"
+      ;;
+    v2-8)
+      echo "      machineType: cloud-tpu"
+      echo "      acceleratorType: TPU_V2"
+      echo "      acceleratorCount: 8"
+      ;;
+  esac
+  echo "    replicaCount: 1"
+  container_spec "$image" "${seqcls_args[@]}"
+}
+
+parse_options target_option "$@"
+resolve_options
+launch

@@ -1,0 +1,165 @@
+# Shared by train-cloud-gpu.sh and train-cloud-tpu.sh, which source it: the options both take,
+# their checks, the common parts of the Vertex AI CustomJobSpec and the gcloud call.
+# A launcher sets image_name, defines target_option, check_target, default_seqcls_args and
+# worker_pools, then calls: parse_options target_option "$@"; resolve_options; launch
+# shellcheck shell=bash
+
+script="$(basename "$0")"
+project="${PROJECT:-}"
+region="${REGION:-}"
+bucket="${BUCKET:-}"
+image="${IMAGE:-}"
+service_account="${SERVICE_ACCOUNT:-}"
+repository="${REPOSITORY:-seqcls}"
+name=""
+dry_run=false
+spot=false
+restart_workers=false
+seqcls_args=()
+consumed=0
+
+# One line on stderr naming what is wrong and how to fix it, then exit 2 (a usage error).
+die() {
+  echo "$script: $*" >&2
+  exit 2
+}
+
+# The script's header comment is its help.
+usage() {
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+}
+
+# Dies unless option $1 has a value ($2).
+need_value() {
+  [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value; see $script --help"
+}
+
+# Dies unless option $1's value $2 is a whole number >= $3.
+need_count() {
+  if [[ ! "$2" =~ ^[0-9]+$ ]] || (($2 < $3)); then die "$1 $2: expected a whole number >= $3"; fi
+}
+
+# parse_options HANDLER ARGS...: the common options here, the launcher's through HANDLER, which
+# sets $consumed to the number of arguments it used, or returns 1 for an unknown option.
+parse_options() {
+  local handler="$1"
+  shift
+  while (($#)); do
+    # --flag=value is --flag value.
+    if [[ "$1" == --?*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi
+    case "$1" in
+      --project) need_value "$@"; project="$2"; shift 2 ;;
+      --region) need_value "$@"; region="$2"; shift 2 ;;
+      --bucket) need_value "$@"; bucket="$2"; shift 2 ;;
+      --image) need_value "$@"; image="$2"; shift 2 ;;
+      --name) need_value "$@"; name="$2"; shift 2 ;;
+      --service-account) need_value "$@"; service_account="$2"; shift 2 ;;
+      --dry-run) dry_run=true; shift ;;
+      -h | --help) usage; exit 0 ;;
+      --) shift; seqcls_args=("$@"); break ;;
+      *)
+        "$handler" "$@" || die "unknown option '$1'; see $script --help (seqcls arguments go after --)"
+        shift "$consumed"
+        ;;
+    esac
+  done
+}
+
+# The value of a gcloud setting, or nothing. Never called by --dry-run, which needs no gcloud.
+gcloud_setting() {
+  command -v gcloud >/dev/null || return 0
+  gcloud config get-value "$1" 2>/dev/null || true
+}
+
+resolve_options() {
+  if ! $dry_run; then
+    command -v gcloud >/dev/null ||
+      die "gcloud not found; install the Google Cloud CLI (or preview the job with --dry-run)"
+    [[ -n "$project" ]] || project="$(gcloud_setting project)"
+    [[ -n "$region" ]] || region="$(gcloud_setting ai/region)"
+  fi
+  [[ -n "$project" ]] ||
+    die "--project is required (or PROJECT, or gcloud config set project), e.g. --project my-project"
+  [[ -n "$region" ]] ||
+    die "--region is required (or REGION, or gcloud config set ai/region), e.g. --region us-central1"
+  [[ "$region" =~ ^[a-z]+-[a-z]+[0-9]+$ ]] ||
+    die "--region $region: not a Google Cloud region, e.g. us-central1"
+  [[ -n "$bucket" ]] || die "--bucket is required (gs://BUCKET), e.g. --bucket gs://my-bucket"
+  [[ "$bucket" == gs://?* ]] || die "--bucket $bucket: must start with gs://, e.g. gs://my-bucket"
+  bucket="${bucket%/}"
+  name="${name:-$image_name-$(date -u +%Y%m%d-%H%M%S)}"
+  [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
+    die "--name $name: use letters, digits, '.', '_' and '-' (it names the run's folder)"
+  image="${image:-$region-docker.pkg.dev/$project/$repository/$image_name:latest}"
+  [[ -n "$image" && "$image" != *[[:space:]]* ]] || die "--image '$image': expected REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG"
+  run_dir="$bucket/runs/$name"
+  check_target
+  ((${#seqcls_args[@]})) || default_seqcls_args
+}
+
+# A YAML double-quoted scalar (JSON string rules), so no argument can break the spec.
+yaml_string() {
+  local s="$1"
+  s="${s//\\/\\\\}"
+  s="${s//\"/\\\"}"
+  s="${s//$'\n'/\\n}"
+  s="${s//$'\t'/\\t}"
+  printf '"%s"' "$s"
+}
+
+# The containerSpec of a worker pool: $1 image, then its arguments.
+container_spec() {
+  local arg
+  echo "    containerSpec:"
+  echo "      imageUri: $(yaml_string "$1")"
+  shift
+  (($#)) || return 0
+  echo "      args:"
+  for arg in "$@"; do echo "        - $(yaml_string "$arg")"; done
+}
+
+# The job's CustomJobSpec, in the camelCase field names of the Vertex AI REST API: gcloud
+# reads only those, although Google's Python protos would also take snake_case.
+job_spec() {
+  echo "workerPoolSpecs:"
+  worker_pools
+  echo "baseOutputDirectory:"
+  echo "  outputUriPrefix: $(yaml_string "$run_dir")"
+  [[ -z "$service_account" ]] || echo "serviceAccount: $(yaml_string "$service_account")"
+  scheduling
+}
+
+create_command() {
+  gcloud_command=(gcloud ai custom-jobs create --project "$project" --region "$region"
+    --display-name "$name" --config "$1")
+}
+
+launch() {
+  if $dry_run; then
+    create_command job.yaml
+    local printed
+    printed="$(printf '%q ' "${gcloud_command[@]}")"
+    echo "# Vertex AI CustomJobSpec from $script --dry-run; to submit it, save it as job.yaml and run:"
+    echo "#   ${printed% }"
+    echo "# Run directory: $run_dir"
+    job_spec
+    return 0
+  fi
+  local spec_dir
+  spec_dir="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expand now: spec_dir is local and gone when the trap fires
+  trap "rm -rf '$spec_dir'" EXIT
+  job_spec >"$spec_dir/job.yaml"
+  create_command "$spec_dir/job.yaml"
+  echo "$script: run directory $run_dir" >&2
+  "${gcloud_command[@]}"
+}
+
+# Spot VMs, and for jobs of several nodes a restart of every node when one restarts: DDP cannot
+# take a node back into a running job.
+scheduling() {
+  $spot || $restart_workers || return 0
+  echo "scheduling:"
+  if $spot; then echo "  strategy: SPOT"; fi
+  if $restart_workers; then echo "  restartJobOnWorkerRestart: true"; fi
+}
