@@ -4,13 +4,20 @@
 #
 # bash scripts/test.sh --xla  runs only the XLA lane instead: tests/xla on one XLA:CPU device,
 # in .venv-xla with torch and torch_xla from constraints-xla.txt (about 4 GB, set up on first use).
+# bash scripts/test.sh --cloud  runs only the cloud lane, which the default run ends with:
+# tests/cloud (Google's protos, hadolint, shellcheck) in .venv-cloud with the cloud-lint extra.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 xla=false
+cloud_only=false
 args=()
 for arg in "$@"; do
-  if [[ "$arg" == --xla ]]; then xla=true; else args+=("$arg"); fi
+  case "$arg" in
+    --xla) xla=true ;;
+    --cloud) cloud_only=true ;;
+    *) args+=("$arg") ;;
+  esac
 done
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 
@@ -19,9 +26,21 @@ if $xla; then
   exec .venv-xla/bin/pytest -m xla tests/xla "${args[@]}"
 fi
 
+cloud_lane() {
+  SEQCLS_VENV=.venv-cloud SEQCLS_PINS=constraints-cloud.txt bash scripts/setup.sh dev,cloud-lint
+  # SEQCLS_CLOUD_LANE: a missing tool fails instead of skipping. Exit 5 means that no test was
+  # selected, as when -k names only main-lane tests.
+  SEQCLS_CLOUD_LANE=1 .venv-cloud/bin/pytest -m cloud tests/cloud "${args[@]}" || (($? == 5))
+}
+if $cloud_only; then
+  cloud_lane
+  exit 0
+fi
+
 bash scripts/setup.sh dev,bench
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-# The XLA lane needs torch_xla, which only .venv-xla has.
-.venv/bin/pytest -m "not xla" "${args[@]}"
+# The XLA lane needs torch_xla, which only .venv-xla has; the cloud lane needs .venv-cloud.
+.venv/bin/pytest -m "not xla and not cloud" "${args[@]}"
+cloud_lane

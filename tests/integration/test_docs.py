@@ -2,8 +2,8 @@
 
 ``seqcls`` and benchmark commands run here for real, with a tiny BERT standing in for the
 quickstart model. ``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI
-itself). Commands marked ``# needs ...`` (the Hub, GPUs, a TPU) cannot run here, and those
-marked ``# your files`` name files a user would bring, so they are only parsed.
+itself). Commands marked ``# needs ...`` (the Hub, GPUs, a TPU, gcloud, Docker) cannot run here,
+and those marked ``# your files`` name files a user would bring, so they are only parsed.
 """
 
 import importlib.util
@@ -24,7 +24,12 @@ SCRIPTS = {
     "scripts/train-local.sh": "tests/integration/test_train_local.py",
     "scripts/test.sh": ".ci/run",
     "benchmarks/glue.sh": "tests/integration/test_glue_benchmark_smoke.py",
+    "scripts/train-cloud-gpu.sh": "tests/cloud/test_launchers.py",
+    "scripts/train-cloud-tpu.sh": "tests/cloud/test_launchers.py",
 }
+# Programs that never run here (no Google credentials, no Docker engine): a command with one
+# must be marked '# needs ...', and is only parsed.
+ELSEWHERE = {"gcloud", "docker", "tensorboard"}
 PARSE_ONLY = re.compile(r"# (needs |your files)")
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 
@@ -85,6 +90,8 @@ def test_every_documented_command_runs(workspace: Path) -> None:
                 assert done.value.code in (0, None), argv
             elif program == "seqcls":
                 main(args)
+            elif program in ELSEWHERE:
+                assert parse_only, f"{doc}: mark {shlex.join(argv)} '# needs ...'"
             elif argv[:2] == [".venv/bin/python", "benchmarks/throughput.py"]:
                 run_benchmark(argv[2:])
             else:
