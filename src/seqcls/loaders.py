@@ -1,20 +1,23 @@
 """Batches from tokenized rows: padding, last-batch and sharding rules per accelerator.
 
-On CPU and GPU each batch is padded to its longest input. On XLA (TPU) every new shape
-compiles a new graph, so batches are padded to ``max_length`` and the last incomplete
-training batch is dropped. Under DDP, evaluation and prediction shard the rows without
-repeating any, so each example is scored exactly once whatever the world size.
+On CPU and GPU each batch is padded to its longest input, and training batches group inputs
+of similar length (``samplers.py``). On XLA (TPU) every new shape compiles a new graph, so
+batches are padded to ``max_length`` and the last incomplete training batch is dropped.
+Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
+scored exactly once whatever the world size.
 """
 
 from typing import Literal
 
 import datasets
 import pytorch_lightning as pl
+from pytorch_lightning.accelerators import CPUAccelerator
 from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.accelerators import is_xla
+from seqcls.samplers import LengthGroupedSampler, token_lengths
 
 Padding = Literal["longest", "max_length"]
 
@@ -31,13 +34,26 @@ def resolve_drop_last(drop_last: bool | None, trainer: pl.Trainer | None) -> boo
     return is_xla(trainer) if drop_last is None else drop_last
 
 
+def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None) -> int:
+    """The multiple asked for, else 1 on CPU and 8 on accelerators.
+
+    Multiples of 8 keep tensor-core shapes on GPUs and bound how many shapes a compiler sees;
+    a CPU has neither, and there rounding short inputs up to 8 only adds padding (a fifth of
+    the computed tokens on length-grouped SST-2 batches).
+    """
+    if multiple is not None:
+        return multiple
+    on_cpu = trainer is None or isinstance(trainer.accelerator, CPUAccelerator)
+    return 1 if on_cpu else 8
+
+
 def collator(
-    tokenizer: PreTrainedTokenizerBase, padding: Padding, max_length: int
+    tokenizer: PreTrainedTokenizerBase, padding: Padding, max_length: int, pad_to_multiple_of: int
 ) -> DataCollatorWithPadding:
     if padding == "max_length":
         return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=max_length)
-    # Multiples of 8 keep tensor-core shapes and bound how many shapes a compiler sees.
-    return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=8)
+    multiple = pad_to_multiple_of if pad_to_multiple_of > 1 else None
+    return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
 
 
 def train_loader(
@@ -47,12 +63,27 @@ def train_loader(
     collate: DataCollatorWithPadding,
     num_workers: int,
     drop_last: bool,
+    group_by_length: bool,
+    seed: int,
+    trainer: pl.Trainer | None,
 ) -> DataLoader:
-    # Under DDP, Lightning swaps the shuffling sampler for a DistributedSampler that shuffles.
+    sampler = None
+    if group_by_length:
+        # A DistributedSampler itself, so Lightning keeps it under DDP instead of replacing it.
+        sampler = LengthGroupedSampler(
+            token_lengths(rows),
+            batch_size,
+            num_replicas=trainer.world_size if trainer is not None else 1,
+            rank=trainer.global_rank if trainer is not None else 0,
+            seed=seed,
+            drop_last=drop_last,
+        )
+    # Otherwise Lightning swaps the shuffling sampler for a DistributedSampler under DDP.
     return DataLoader(
         rows,
         batch_size=batch_size,
-        shuffle=True,
+        shuffle=sampler is None,
+        sampler=sampler,
         drop_last=drop_last,
         collate_fn=collate,
         num_workers=num_workers,
