@@ -19,8 +19,10 @@ from pytorch_lightning.cli import (
     SaveConfigCallback,
 )
 from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from seqcls.checkpoints import LastCheckpoint, resolve_ckpt_path
+from seqcls.checkpoints import LastCheckpoint, with_atomic_io
 from seqcls.cloud import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
@@ -28,8 +30,13 @@ from seqcls.export import ExportBestModel
 from seqcls.logs import tensorboard_logger
 from seqcls.model import SequenceClassifier
 from seqcls.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.redact import redact_config
+from seqcls.resume import start_point
 from seqcls.rundir import DEFAULT_ROOT, run_layout
+from seqcls.signals import StopOnSignal, exit_status
 from seqcls.storage import read_text, write_text
+from seqcls.throughput import Throughput
+from seqcls.validation import Hardware, OneLineErrorParser, check_batch_size, check_trainer
 
 CONFIG_FILE = "config.yaml"
 
@@ -46,19 +53,25 @@ class SaveRunConfig(SaveConfigCallback):
         if stage != "fit" or self.already_saved:
             return
         datamodule = getattr(trainer, "datamodule", None)
-        if trainer.is_global_zero and isinstance(datamodule, TextClassificationDataModule):
-            # Record what was derived from the data, so later commands need not read it again.
-            self.config.data.label_names = datamodule.label_names
-            self.config.data.problem_type = datamodule.problem_type
-            self.config.data.metrics = datamodule.metrics
+        if trainer.is_global_zero:
+            if isinstance(datamodule, TextClassificationDataModule):
+                # Record what was derived from the data, so later commands need not read it.
+                self.config.data.label_names = datamodule.label_names
+                self.config.data.problem_type = datamodule.problem_type
+                self.config.data.metrics = datamodule.metrics
             path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
-            write_text(path, self.parser.dump(self.config, skip_unset=False))
+            # Keys and tokens given as flags stay out of a file that is shared and copied.
+            write_text(path, self.parser.dump(redact_config(self.config), skip_unset=False))
         self.already_saved = True
 
 
 class SeqclsCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        # When last.ckpt is saved besides after validation (--last_checkpoint.*).
+        parser.add_class_arguments(
+            LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
+        )
         parser.set_defaults(
             {
                 # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
@@ -68,23 +81,38 @@ class SeqclsCLI(LightningCLI):
                 "checkpoint.auto_insert_metric_name": False,
             }
         )
+        self.link_data_and_model(parser)
+
+    def link_data_and_model(self, parser: LightningArgumentParser) -> None:
+        """What the model learns from the data: the tokenizer, and the label space."""
         parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
         for derived in ["label_names", "problem_type", "metrics", "validation_names"]:
             parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
 
     def before_instantiate_classes(self) -> None:
         config = self._config()
+        check_trainer(config.trainer, Hardware.detect())
+        check_batch_size(config.get("data"))
+        if "weights_only" in config and config.weights_only is None:
+            config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         config.checkpoint.dirpath = self.layout.checkpoints
-        self.ckpt_path = config.get("ckpt_path")
-        if self.ckpt_path is not None:
-            # Kept until the process exits: Lightning loads the checkpoint inside the run.
-            self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
-            self.ckpt_path = resolve_ckpt_path(
-                self.ckpt_path, self.layout.checkpoints, Path(self._downloads.name)
-            )
+        # Kept until the process exits: Lightning loads the checkpoint inside the run.
+        self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
+        # fit without --ckpt_path continues the run directory's newest complete checkpoint.
+        self.start = start_point(
+            config.get("ckpt_path"),
+            self.layout.checkpoints,
+            Path(self._downloads.name),
+            automatic=self.subcommand == "fit",
+        )
+        self.ckpt_path = self.start.local
+        # Built now, so that a bad --last_checkpoint.* stops the run before any work.
+        self.last_checkpoint = LastCheckpoint(
+            self.layout.checkpoints, **config.last_checkpoint.as_dict()
+        )
         # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
         cluster = apply_vertex_cluster()
         if cluster is not None:
@@ -98,7 +126,9 @@ class SeqclsCLI(LightningCLI):
         if isinstance(self.datamodule, TextClassificationDataModule) and isinstance(
             self.model, SequenceClassifier
         ):
-            check_max_length(self.datamodule, self.model)
+            check_max_length(
+                self.datamodule.max_length, self.datamodule.tokenizer, self.model.model
+            )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
@@ -108,7 +138,9 @@ class SeqclsCLI(LightningCLI):
             *(config.get("callbacks") or []),
             ExportBestModel(self.layout.model),
             MetricsFile(),
+            Throughput(),
             PredictionWriter(),
+            StopOnSignal(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
@@ -118,11 +150,10 @@ class SeqclsCLI(LightningCLI):
         configured = [self._get(self.config_init, key) for key in keys]
         configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
         if config.get("enable_checkpointing") is not False:
-            callbacks += [
-                self._best_checkpoint(),
-                LastCheckpoint(self._config().checkpoint.dirpath),
-            ]
+            callbacks += [self._best_checkpoint(), self.last_checkpoint]
         config["callbacks"] = callbacks
+        # Checkpoints written whole, and the one this run resumed from never pruned.
+        config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)
         return self._instantiate_trainer(config, configured)
 
     def _best_checkpoint(self) -> ModelCheckpoint:
@@ -148,37 +179,45 @@ class SeqclsCLI(LightningCLI):
     def _config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
 
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        self.parser_class = OneLineErrorParser  # parse errors as one line (see validation)
+        return super().init_parser(**kwargs)
 
-def check_max_length(data: TextClassificationDataModule, model: SequenceClassifier) -> None:
+
+def check_max_length(
+    max_length: int, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel
+) -> None:
     """Fail before training when inputs could be longer than the model has positions for."""
-    positions = getattr(model.model.config, "max_position_embeddings", None)
-    tokenizer_limit = data.tokenizer.model_max_length
+    positions = getattr(model.config, "max_position_embeddings", None)
+    tokenizer_limit = tokenizer.model_max_length
     # Some families reserve positions (RoBERTa: 514 embeddings, 512 usable); the tokenizer
     # knows the usable number, but some tokenizers report a huge placeholder instead.
     limits = [n for n in (positions, tokenizer_limit) if isinstance(n, int) and n < 1_000_000]
-    if limits and data.max_length > min(limits):
+    if limits and max_length > min(limits):
         raise ConfigurationError(
-            f"--data.max_length {data.max_length} is longer than the model takes "
+            f"--data.max_length {max_length} is longer than the model takes "
             f"({min(limits)} tokens); set --data.max_length {min(limits)} or less"
         )
+
+
+# What every seqcls command shares besides its model and data (seqcls mlm too).
+OPTIONS: dict[str, Any] = {
+    "save_config_callback": SaveRunConfig,
+    "save_config_kwargs": {"overwrite": True},
+    "trainer_defaults": {
+        "default_root_dir": DEFAULT_ROOT,
+        # Lightning's own default is 1000 epochs; fine-tuning wants a few.
+        "max_epochs": 3,
+        "log_every_n_steps": 10,
+    },
+    "seed_everything_default": 42,
+}
 
 
 def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
     """Parse ``args``, build model, data and trainer, and (with ``run``) run the subcommand."""
     return SeqclsCLI(
-        SequenceClassifier,
-        TextClassificationDataModule,
-        save_config_callback=SaveRunConfig,
-        save_config_kwargs={"overwrite": True},
-        trainer_defaults={
-            "default_root_dir": DEFAULT_ROOT,
-            # Lightning's own default is 1000 epochs; fine-tuning wants a few.
-            "max_epochs": 3,
-            "log_every_n_steps": 10,
-        },
-        seed_everything_default=42,
-        args=args,
-        run=run,
+        SequenceClassifier, TextClassificationDataModule, args=args, run=run, **OPTIONS
     )
 
 
@@ -187,11 +226,21 @@ def main(args: ArgsType = None) -> None:
     logging.getLogger("seqcls").setLevel(logging.INFO)
     # Reading and caching files is quick; its progress bars would bury the training output.
     datasets.disable_progress_bars()
+    argv = sys.argv[1:] if args is None else args
     try:
-        make_cli(args)
+        if isinstance(argv, list) and argv[:1] == ["mlm"]:
+            # Imported here: seqcls mlm builds on this module's CLI.
+            from seqcls.pretrain import make_mlm_cli
+
+            make_mlm_cli(argv[1:])
+        else:
+            make_cli(args)
     except ConfigurationError as error:
         print(f"seqcls: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except SIGTERMException:
+        # Stopped by SIGTERM/SIGINT after saving last.ckpt: fail, so the platform retries.
+        sys.exit(exit_status())
 
 
 if __name__ == "__main__":

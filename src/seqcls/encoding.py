@@ -5,16 +5,18 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
-from transformers import PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from seqcls.errors import ConfigurationError
+from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, Target, encode_labels, is_unlabelled, split_labels
 from seqcls.sources import Source
+from seqcls.storage import local_model_dir
 from seqcls.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,16 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SEQCLS_CACHE", Path.home() / ".cache" / "seqcls"))
 
 
+def load_tokenizer(name_or_path: str | None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a hub id, or of a local or remote model directory."""
+    if not name_or_path:
+        raise ConfigurationError("no tokenizer: set --model.model_name_or_path")
+    try:
+        return AutoTokenizer.from_pretrained(local_model_dir(name_or_path, default_cache_dir()))
+    except (OSError, ValueError) as error:
+        raise unloadable("--data.tokenizer_name_or_path", name_or_path, error) from None
+
+
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """Hash of the tokenizer's vocabulary and rules, not of where it lives on disk.
 
@@ -57,7 +69,7 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
 
 
-def cache_key(source: Source, tokenizer: PreTrainedTokenizerBase, spec: EncodingSpec) -> str:
+def cache_key(source: Source, tokenizer: PreTrainedTokenizerBase, spec: Any) -> str:
     state = [CACHE_FORMAT, source.fingerprint(), tokenizer_fingerprint(tokenizer), asdict(spec)]
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -70,7 +82,25 @@ def load_encoded(
     cache_dir: Path,
     num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """The encoded split: read from the cache, or tokenized now and cached.
+    """The encoded split: read from the cache, or tokenized now and cached."""
+    return load_cached(
+        source,
+        tokenizer=tokenizer,
+        spec=spec,
+        cache_dir=cache_dir,
+        build=lambda: encode_table(source, tokenizer=tokenizer, spec=spec, num_proc=num_proc),
+    )
+
+
+def load_cached(
+    source: Source,
+    *,
+    tokenizer: PreTrainedTokenizerBase,
+    spec: Any,
+    cache_dir: Path,
+    build: Callable[[], datasets.Dataset],
+) -> datasets.Dataset:
+    """``build()``'s result for this source, tokenizer and spec (a dataclass): cached on disk.
 
     Writes go to a temporary folder that is renamed into place, so a crash or a second
     process never sees half a cache entry.
@@ -80,7 +110,7 @@ def load_encoded(
         log.info("%s: using cached tokens in %s", source.flag, target)
         return datasets.load_from_disk(str(target))
     log.info("%s: tokenizing %s (cached in %s)", source.flag, source.label, target)
-    encoded = encode_table(source, tokenizer=tokenizer, spec=spec, num_proc=num_proc)
+    encoded = build()
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     encoded.save_to_disk(str(staging))
     try:
@@ -124,9 +154,9 @@ def encode_table(
         targets = encode_labels(values, spec.labels, where=f"{path}, column {spec.label_column!r}")
 
     def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
-        texts = _texts(batch, spec.text_column, indices, path)
+        texts = texts_of(batch, spec.text_column, indices, path)
         pairs = (
-            _texts(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None
+            texts_of(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None
         )
         # longest_first trims the longer text of a pair first, as run_glue does.
         features = dict(
@@ -150,7 +180,7 @@ def encode_table(
     )
 
 
-def _texts(batch: dict[str, list[Any]], column: str, indices: list[int], path: str) -> list[str]:
+def texts_of(batch: dict[str, list[Any]], column: str, indices: list[int], path: str) -> list[str]:
     values = batch[column]
     for row, value in zip(indices, values, strict=True):
         if not isinstance(value, str):

@@ -1,4 +1,4 @@
-"""Turn a checkpoint into a Hugging Face model directory that ``pipeline()`` loads."""
+"""Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads."""
 
 import copy
 import logging
@@ -11,15 +11,14 @@ from pytorch_lightning.utilities import rank_zero_only
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.checkpoints import best_checkpoint
-from seqcls.model import SequenceClassifier
 from seqcls.storage import download_file, is_remote, upload_dir
 
 log = logging.getLogger(__name__)
-_PREFIX = "model."  # SequenceClassifier keeps the Hugging Face model in its ``model`` attribute
+_PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``model`` attribute
 
 
 def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
-    """Copy the classifier weights of a seqcls checkpoint into ``into``."""
+    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``."""
     # weights_only: a checkpoint is data, and must not be able to run code when loaded.
     checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
     state = {
@@ -31,17 +30,16 @@ def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
 
 
 def export_model(
-    module: SequenceClassifier,
+    model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     out_dir: Path,
     *,
     checkpoint_path: str | None = None,
 ) -> Path:
-    """Save ``module``'s model, or the weights from ``checkpoint_path``, with its tokenizer.
+    """Save ``model``, or it with the weights from ``checkpoint_path``, and the tokenizer.
 
-    The saved config carries ``id2label``/``label2id`` with the real label names.
+    A classifier's saved config carries ``id2label``/``label2id`` with the real label names.
     """
-    model = module.model
     if checkpoint_path:
         model = copy.deepcopy(model)  # leave the trained module untouched
         load_hf_weights(checkpoint_path, into=model)
@@ -64,7 +62,8 @@ class ExportBestModel(pl.Callback):
     @rank_zero_only
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         datamodule = getattr(trainer, "datamodule", None)
-        if not isinstance(pl_module, SequenceClassifier) or datamodule is None:
+        model = getattr(pl_module, "model", None)
+        if not isinstance(model, PreTrainedModel) or datamodule is None:
             return
         checkpoint = best_checkpoint(trainer)
         best = checkpoint.best_model_path if checkpoint else ""
@@ -74,9 +73,7 @@ class ExportBestModel(pl.Callback):
             if best and is_remote(best):
                 local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
             out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
-            export_model(
-                pl_module, datamodule.tokenizer, out_dir, checkpoint_path=local_best or None
-            )
+            export_model(model, datamodule.tokenizer, out_dir, checkpoint_path=local_best or None)
             if remote:
                 upload_dir(out_dir, self.model_dir)
         log.info("Exported %s to %s", best or "the final weights", self.model_dir)

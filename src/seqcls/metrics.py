@@ -96,7 +96,7 @@ class WeightedMean(Metric):
         self.add_state("total", torch.tensor(0.0, dtype=torch.float32), dist_reduce_fx="sum")
         self.add_state("count", torch.tensor(0.0, dtype=torch.float32), dist_reduce_fx="sum")
 
-    def update(self, mean: torch.Tensor, weight: int) -> None:
+    def update(self, mean: torch.Tensor, weight: int | torch.Tensor) -> None:
         self.total += mean.detach().float() * weight
         self.count += weight
 

@@ -10,7 +10,7 @@ from torch.nn import ModuleList
 from torch.optim import AdamW
 from torch.optim.lr_scheduler import LambdaLR
 from torchmetrics import MetricCollection
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from seqcls.accelerators import is_xla, use_device_side_attention_mask
 from seqcls.encoding import INDEX, LABELS, default_cache_dir
@@ -76,11 +76,7 @@ class SequenceClassifier(pl.LightningModule):
         # submodule's mode, so without this dropout would be off for the whole run.
         self.model.train()
         if gradient_checkpointing:
-            # transformers 5.x renamed the switch; the old name is a deprecated alias.
-            enable = getattr(self.model, "activation_checkpointing_enable", None)
-            enable = enable or self.model.gradient_checkpointing_enable
-            # Non-reentrant checkpointing works under DDP and with frozen inputs.
-            enable({"use_reentrant": False})
+            enable_gradient_checkpointing(self.model)
         names = metrics or list(DEFAULT_METRICS[problem_type])
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
@@ -143,19 +139,35 @@ class SequenceClassifier(pl.LightningModule):
         self.log_dict(metrics, prog_bar=True, **log_options)
 
     def configure_optimizers(self) -> Any:
-        # Decay only matrices (ndim >= 2): biases and norm scales have ndim 1 in every
-        # architecture, which avoids matching parameter names per model family.
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": self.weight_decay},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ]
-        optimizer = AdamW(groups, lr=self.learning_rate)
-        total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = math.ceil(self.warmup_ratio * total)
-        rank_zero_info(f"{describe_batch(self.trainer)}; {total} optimizer steps, {warmup} warm-up")
-        schedule = LambdaLR(optimizer, linear_warmup_decay(warmup, total))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return adamw_with_warmup(self, self.learning_rate, self.weight_decay, self.warmup_ratio)
+
+
+def adamw_with_warmup(
+    module: pl.LightningModule, learning_rate: float, weight_decay: float, warmup_ratio: float
+) -> Any:
+    """AdamW with linear warm-up and decay, per optimizer step: ``configure_optimizers``' answer."""
+    # Decay only matrices (ndim >= 2): biases and norm scales have ndim 1 in every
+    # architecture, which avoids matching parameter names per model family.
+    params = [p for p in module.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+    optimizer = AdamW(groups, lr=learning_rate)
+    total = max(1, int(module.trainer.estimated_stepping_batches))
+    warmup = math.ceil(warmup_ratio * total)
+    rank_zero_info(f"{describe_batch(module.trainer)}; {total} optimizer steps, {warmup} warm-up")
+    schedule = LambdaLR(optimizer, linear_warmup_decay(warmup, total))
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute activations in the backward pass instead of keeping them."""
+    # transformers 5.x renamed the switch; the old name is a deprecated alias.
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    enable = enable or model.gradient_checkpointing_enable
+    # Non-reentrant checkpointing works under DDP and with frozen inputs.
+    enable({"use_reentrant": False})
 
 
 def describe_batch(trainer: pl.Trainer) -> str:

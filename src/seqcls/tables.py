@@ -1,4 +1,4 @@
-"""Read a table of examples (CSV, TSV, JSON Lines or Parquet; local or any fsspec URL)."""
+"""Read a table of examples (CSV, TSV, JSON Lines, Parquet, text lines; local or fsspec URL)."""
 
 import codecs
 import csv
@@ -28,6 +28,8 @@ _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
     ".jsonl": ("json", {}),
     ".json": ("json", {}),
     ".parquet": ("parquet", {}),
+    # One document per line, in a column named "text".
+    ".txt": ("text", {}),
 }
 _CHUNK = 1 << 20
 

@@ -1,0 +1,41 @@
+"""``seqcls mlm``: the same command, run directory and trainer configs, for masked-LM pretraining.
+
+``seqcls mlm fit`` continues pretraining a model on unlabelled text; its ``model/`` folder is
+a masked-LM directory that ``seqcls fit --model.model_name_or_path RUN/model`` fine-tunes.
+A sibling command rather than a ``--model.class_path`` switch: LightningCLI's subclass mode
+would make every classifier config and flag spell ``class_path``/``init_args``.
+"""
+
+from pytorch_lightning.cli import ArgsType, LightningArgumentParser, LightningCLI
+
+from seqcls.cli import OPTIONS, SeqclsCLI, check_max_length
+from seqcls.corpus import TextCorpusDataModule
+from seqcls.masked_lm import MaskedLanguageModel
+
+
+class MaskedLMCLI(SeqclsCLI):
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        # Nothing to predict: a masked LM's output is its model/ folder.
+        return {
+            name: keys for name, keys in LightningCLI.subcommands().items() if name != "predict"
+        }
+
+    def link_data_and_model(self, parser: LightningArgumentParser) -> None:
+        parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
+        # The best checkpoint (and so model/) has the lowest dev perplexity.
+        parser.set_defaults({"checkpoint.monitor": "val/perplexity", "checkpoint.mode": "min"})
+
+    def after_instantiate_classes(self) -> None:
+        super().after_instantiate_classes()
+        if isinstance(self.datamodule, TextCorpusDataModule) and isinstance(
+            self.model, MaskedLanguageModel
+        ):
+            check_max_length(
+                self.datamodule.max_length, self.datamodule.tokenizer, self.model.model
+            )
+
+
+def make_mlm_cli(args: ArgsType = None, *, run: bool = True) -> MaskedLMCLI:
+    """Parse ``args`` of ``seqcls mlm``, build model, data and trainer, and run the subcommand."""
+    return MaskedLMCLI(MaskedLanguageModel, TextCorpusDataModule, args=args, run=run, **OPTIONS)

@@ -1,0 +1,117 @@
+"""``seqcls mlm`` on CPU, tiny BERT: dev perplexity falls, and ``seqcls fit`` takes its model."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from transformers import AutoConfig, pipeline
+
+from seqcls.cli import main
+from seqcls.pretrain import make_mlm_cli
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+TRAINER_CONFIGS = sorted((REPO / "configs" / "trainer").glob("*.yaml"))
+
+
+def scalars(logs: Path, tag: str) -> list[float]:
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    return [event.value for event in events.Scalars(tag)]
+
+
+@pytest.fixture(scope="module")
+def mlm_run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
+    run = tmp_path_factory.mktemp("mlm")
+    main(
+        [
+            "mlm", "fit",
+            "--config", str(REPO / "configs/mlm.yaml"),
+            "--model.model_name_or_path", str(tiny_bert),
+            "--model.learning_rate", "2e-3",
+            "--data.train_file", str(SAMPLE / "train.csv"),  # labelled: the labels are ignored
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.max_train_samples", "96",
+            "--data.cache_dir", str(run.parent / "cache"),
+            "--trainer.default_root_dir", str(run),
+            "--trainer.max_epochs", "3",
+            "--trainer.log_every_n_steps", "4",
+            "--trainer.enable_progress_bar", "false",
+        ]
+    )  # fmt: skip
+    return run
+
+
+def test_dev_perplexity_falls_and_reaches_metrics_json(mlm_run: Path) -> None:
+    perplexity = scalars(mlm_run / "logs", "val/perplexity")
+    assert len(perplexity) == 3
+    assert perplexity[-1] < perplexity[0] * 0.9, perplexity
+    metrics = json.loads((mlm_run / "metrics.json").read_text())
+    assert metrics["validation"]["perplexity"] == pytest.approx(min(perplexity), rel=1e-5)
+    assert (mlm_run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_throughput_is_logged(mlm_run: Path) -> None:
+    samples = scalars(mlm_run / "logs", "train/samples_per_s")
+    tokens = scalars(mlm_run / "logs", "train/tokens_per_s")
+    assert samples
+    assert all(value > 0 for value in samples)
+    # Every block is full: 64 tokens per sample, no padding.
+    assert tokens == pytest.approx([64 * value for value in samples])
+
+
+def test_exported_model_is_a_masked_lm_that_fit_fine_tunes(
+    mlm_run: Path, tmp_path: Path, tiny_bert: Path
+) -> None:
+    exported = mlm_run / "model"
+    assert AutoConfig.from_pretrained(exported).architectures == ["BertForMaskedLM"]
+    config = yaml.safe_load((mlm_run / "config.yaml").read_text())
+    assert config["model"]["model_name_or_path"] == str(tiny_bert)
+    run = tmp_path / "classifier"
+    main(
+        [
+            "fit",
+            "--config", str(REPO / "configs/local.yaml"),
+            "--model.model_name_or_path", str(exported),
+            "--data.max_train_samples", "32",
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(run),
+            "--trainer.max_epochs", "1",
+            "--trainer.enable_progress_bar", "false",
+        ]
+    )  # fmt: skip
+    classify = pipeline("text-classification", model=str(run / "model"))
+    (prediction,) = classify(["My parcel never arrived."])
+    assert prediction["label"] in {"account", "billing", "shipping", "technical"}
+
+
+@pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
+def test_every_trainer_config_stacks_on_the_mlm_config(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        make_mlm_cli(
+            [
+                "fit",
+                "--config",
+                str(REPO / "configs/mlm.yaml"),
+                "--config",
+                str(path),
+                "--print_config",
+            ]
+        )
+    assert done.value.code in (0, None)
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert (
+        printed["trainer"]["accelerator"]
+        == yaml.safe_load(path.read_text())["trainer"]["accelerator"]
+    )
+    assert printed["checkpoint"]["monitor"] == "val/perplexity"
+
+
+def test_there_is_nothing_to_predict() -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", "predict", "--config", str(REPO / "configs/mlm.yaml")])
+    assert done.value.code == 2

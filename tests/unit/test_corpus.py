@@ -1,0 +1,74 @@
+"""TextCorpusDataModule: documents from any file, packed into full blocks, masked for MLM."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from seqcls.corpus import TextCorpusDataModule
+from seqcls.errors import ConfigurationError
+
+IGNORED = -100
+
+
+def corpus(tmp_path: Path, tokenizer: Path, text: str, **options: object) -> TextCorpusDataModule:
+    path = tmp_path / "corpus.txt"
+    path.write_text(text)
+    return TextCorpusDataModule(
+        train_file=str(path),
+        tokenizer_name_or_path=str(tokenizer),
+        cache_dir=str(tmp_path / "cache"),
+        **options,  # type: ignore[arg-type]
+    )
+
+
+LINES = [f"the parcel number {n} arrived late and the box was damaged" for n in range(60)]
+
+
+def test_text_lines_become_full_blocks_with_held_out_documents(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    data = corpus(tmp_path, tiny_bert, "\n\n".join(LINES) + "\n", max_length=32)
+    data.setup("fit")
+    train, validation = data.splits["train"], data.splits["validation"]
+    blocks = list(train["input_ids"]) + list(validation["input_ids"])
+    assert {len(ids) for ids in blocks} == {32}
+    documents = sum(ids.count(data.tokenizer.cls_token_id) for ids in blocks)
+    # Blank lines are no documents; only the tail of the last block may be cut off.
+    assert len(LINES) - 2 <= documents <= len(LINES)
+    assert len(validation) >= 1
+
+
+def test_training_masks_about_15_percent_and_dev_masks_never_change(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    data = corpus(tmp_path, tiny_bert, "\n".join(LINES * 10), max_length=32)
+    data.setup("fit")
+    rows = [data.splits["train"][i] for i in range(len(data.splits["train"]))]
+    batch = data.masking()(rows)
+    share = float((batch["labels"] != IGNORED).float().mean())
+    assert 0.10 < share < 0.20
+    fixed = data.masking(fixed=True)
+    first, again = fixed(rows[:8]), fixed(rows[:8])
+    assert torch.equal(first["input_ids"], again["input_ids"])
+    # Each block's mask depends on the block alone, not on the batch it comes in.
+    assert torch.equal(fixed(rows[3:4])["labels"][0], first["labels"][3])
+
+
+def test_whole_word_masking_masks_every_piece_of_a_word(tmp_path: Path, tiny_bert: Path) -> None:
+    data = corpus(tmp_path, tiny_bert, "\n".join(LINES * 10), max_length=32, whole_word_mask=True)
+    data.setup("fit")
+    rows = [data.splits["train"][i] for i in range(len(data.splits["train"]))]
+    batch = data.masking()(rows)
+    masked = batch["labels"] != IGNORED
+    tokens = [data.tokenizer.convert_ids_to_tokens(ids) for ids in batch["labels"].clamp(min=0)]
+    for row, flags in enumerate(masked.tolist()):
+        for position in range(1, len(flags)):
+            if tokens[row][position].startswith("##"):  # a word's continuation piece
+                assert flags[position] == flags[position - 1]
+
+
+def test_too_little_text_names_the_flag(tmp_path: Path, tiny_bert: Path) -> None:
+    data = corpus(tmp_path, tiny_bert, "one short line\n", max_length=64)
+    with pytest.raises(ConfigurationError, match=r"--data.max_length 64"):
+        data.setup("validate")
