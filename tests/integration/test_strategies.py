@@ -1,0 +1,74 @@
+"""The sharded strategies (DeepSpeed ZeRO 2, FSDP full shard): parsed, checked, run if possible.
+
+Neither runs here: both need CUDA GPUs (and DeepSpeed its package). What can be checked on a
+CPU is: the real CLI builds each stack as written, and DeepSpeed's own config checker accepts
+the config Lightning makes of deepspeed.yaml (when the optional package is installed).
+"""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TRAINER = REPO / "configs" / "trainer"
+
+
+def strategy_of(name: str) -> dict[str, Any]:
+    strategy: dict[str, Any] = yaml.safe_load((TRAINER / f"{name}.yaml").read_text())["trainer"][
+        "strategy"
+    ]
+    return strategy
+
+
+@pytest.mark.parametrize("command", [[], ["mlm"]], ids=["seqcls", "seqcls-mlm"])
+@pytest.mark.parametrize("name", ["deepspeed", "fsdp"])
+def test_the_real_cli_stacks_each_strategy_on_gpu_yaml(
+    name: str, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from seqcls.cli import main
+
+    config = "configs/mlm.yaml" if command else "configs/local.yaml"
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                *command, "fit",
+                "--config", str(REPO / config),
+                "--config", str(TRAINER / "gpu.yaml"),
+                "--config", str(TRAINER / f"{name}.yaml"),
+                "--print_config",
+            ]
+        )  # fmt: skip
+    assert done.value.code in (0, None)
+    trainer = yaml.safe_load(capsys.readouterr().out)["trainer"]
+    assert trainer["precision"] == "bf16-mixed"  # from gpu.yaml
+    assert trainer["strategy"]["class_path"] == strategy_of(name)["class_path"]
+    for key, value in strategy_of(name)["init_args"].items():
+        assert trainer["strategy"]["init_args"][key] == value
+
+
+def test_fsdp_with_two_cpu_processes() -> None:
+    try:
+        pl.Trainer(accelerator="cpu", devices=2, strategy="fsdp", logger=False)
+    except ValueError as error:
+        if "requires a GPU accelerator" in str(error):
+            pytest.skip(f"pytorch-lightning {pl.__version__} runs FSDP only on CUDA GPUs: {error}")
+        raise
+    pytest.fail("Lightning now accepts FSDP on CPU: run a 2-process gloo fit here")
+
+
+def test_deepspeed_config_passes_deepspeeds_own_checker() -> None:
+    pytest.importorskip(
+        "deepspeed", reason="optional: pip install 'seqcls[deepspeed]' runs DeepSpeed's checker"
+    )
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from pytorch_lightning.strategies import DeepSpeedStrategy
+
+    strategy = DeepSpeedStrategy(**strategy_of("deepspeed")["init_args"])
+    # Lightning adds the batch keys when training starts, from the data module.
+    config = {**strategy.config, "train_micro_batch_size_per_gpu": 16, "bf16": {"enabled": True}}
+    checked = DeepSpeedConfig(config)
+    assert checked.zero_optimization_stage == 2
+    assert checked.zero_enabled
