@@ -35,6 +35,7 @@ class SequenceClassifier(pl.LightningModule):
         warmup_ratio: float = 0.1,
         threshold: float = 0.5,
         gradient_checkpointing: bool = False,
+        compile: bool = False,
     ) -> None:
         """A pretrained encoder with a fresh classification or regression head.
 
@@ -52,6 +53,9 @@ class SequenceClassifier(pl.LightningModule):
             gradient_checkpointing: Recompute activations in the backward pass instead of
                 keeping them: about a third slower, much less memory (large models on
                 small GPUs).
+            compile: Compile the model with ``torch.compile`` (dynamic shapes) when training
+                starts. Compiling takes minutes first, so it can only pay on long runs; see
+                docs/benchmarks.md for what it measured.
         """
         super().__init__()
         if not label_names:
@@ -91,6 +95,10 @@ class SequenceClassifier(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
+        elif self.hparams["compile"] and stage == "fit":
+            # In place, so state_dict keys (checkpoints, export) stay those of the model.
+            # Dynamic: every batch length would otherwise compile a graph of its own.
+            self.model.compile(dynamic=True)
 
     def forward(self, batch: Batch) -> Any:
         inputs = {key: value for key, value in batch.items() if key != INDEX}
@@ -153,7 +161,13 @@ def adamw_with_warmup(
         {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
         {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
     ]
-    optimizer = AdamW(groups, lr=learning_rate)
+    # The fused kernel updates every tensor in one pass: on a CPU, 8x faster than the default
+    # for-each AdamW (about 60 ms against 500 ms a step for a 22M-parameter MiniLM), and the
+    # HF Trainer's default too. XLA has none, and Lightning refuses to clip the gradients
+    # of a fused optimizer under mixed precision.
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    fused = fused and not module.trainer.gradient_clip_val
+    optimizer = AdamW(groups, lr=learning_rate, fused=fused)
     total = max(1, int(module.trainer.estimated_stepping_batches))
     warmup = math.ceil(warmup_ratio * total)
     rank_zero_info(f"{describe_batch(module.trainer)}; {total} optimizer steps, {warmup} warm-up")
