@@ -14,12 +14,9 @@ computed tokens, padding included), mean step time, peak memory and the environm
 import argparse
 import json
 import os
-import platform
-import resource
 import shlex
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -27,34 +24,26 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 import transformers
+from measure import StepClock, describe_device, format_value, peak_rss_mib
 
 from seqcls.cli import make_cli
 
 
 class StepTimer(pl.Callback):
-    """Time the training batches of every optimizer step after the first ``warmup_steps``."""
+    """Tells a ``StepClock`` when each optimizer step begins and ends."""
 
-    def __init__(self, warmup_steps: int) -> None:
-        self.warmup_steps = warmup_steps
-        self.device = torch.device("cpu")
-        self.steps = 0
-        self.seconds = 0.0
-        self.examples = 0
-        self.real_tokens = 0
-        self.computed_tokens = 0
-        self._started: float | None = None
+    def __init__(self, clock: StepClock) -> None:
+        self.clock = clock
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        # Lightning moves the module back to the CPU when fit ends, so note the device now.
-        self.device = pl_module.device
+        self.clock.attach(pl_module.model)  # type: ignore[arg-type]
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        self._started = None
-        if trainer.global_step >= self.warmup_steps:
-            self._synchronize()
-            self._started = time.perf_counter()
+        # With gradient accumulation a step spans several batches: begin at its first one.
+        if batch_idx % trainer.accumulate_grad_batches == 0:
+            self.clock.begin(trainer.global_step)
 
     def on_train_batch_end(
         self,
@@ -64,22 +53,8 @@ class StepTimer(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        if self._started is None:
-            return
-        self._synchronize()
-        self.seconds += time.perf_counter() - self._started
-        # Counted after the clock stops: reading a sum back from a GPU waits for it.
-        mask = batch["attention_mask"]
-        self.examples += mask.shape[0]
-        self.real_tokens += int(mask.sum())
-        self.computed_tokens += mask.numel()
-        # Optimizer steps, not batches: with gradient accumulation a step spans several batches.
-        self.steps = trainer.global_step - self.warmup_steps
-
-    def _synchronize(self) -> None:
-        # CUDA kernels run asynchronously: without waiting, the clock would stop too early.
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if (batch_idx + 1) % trainer.accumulate_grad_batches == 0:
+            self.clock.end()
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -117,70 +92,30 @@ def benchmark_overrides(run_dir: str, max_steps: int) -> list[str]:
     ]
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass  # not Linux
-    return platform.processor() or platform.machine()
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return cpu_model()
-
-
-def peak_rss_mib() -> float:
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # ru_maxrss is in bytes on macOS and in KiB on Linux.
-    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
-
-
 def format_table(results: dict[str, Any]) -> str:
     width = max(map(len, results))
     return "\n".join(f"{name:<{width}}  {format_value(value)}" for name, value in results.items())
 
 
-def format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     args, seqcls_args = parse_args(argv)
-    timer = StepTimer(args.warmup_steps)
+    clock = StepClock(args.warmup_steps)
     # make_cli gets every argument through ``args``; sys.argv only adds this script's own.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     with tempfile.TemporaryDirectory(prefix="seqcls-throughput-") as run_dir:
         overrides = benchmark_overrides(run_dir, args.warmup_steps + args.steps)
         cli = make_cli(["--config", args.config, *seqcls_args, *overrides], run=False)
-        cli.trainer.callbacks.append(timer)
+        cli.trainer.callbacks.append(StepTimer(clock))
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    if timer.steps < args.steps:
-        raise SystemExit(f"training stopped after {timer.steps} of {args.steps} timed steps")
+    if clock.steps < args.steps:
+        raise SystemExit(f"training stopped after {clock.steps} of {args.steps} timed steps")
 
-    results: dict[str, Any] = {
-        "examples_per_s": timer.examples / timer.seconds,
-        "real_tokens_per_s": timer.real_tokens / timer.seconds,
-        "padding_efficiency": timer.real_tokens / timer.computed_tokens,
-        "mean_step_time_s": timer.seconds / timer.steps,
-        "steps": timer.steps,
-        "warmup_steps": args.warmup_steps,
-        "examples": timer.examples,
-        "real_tokens": timer.real_tokens,
-        "computed_tokens": timer.computed_tokens,
-        "peak_rss_mib": peak_rss_mib(),
-    }
+    results = clock.results() | {"peak_rss_mib": peak_rss_mib()}
     if torch.cuda.is_available():
         results["peak_cuda_allocated_mib"] = torch.cuda.max_memory_allocated() / 2**20
     results |= {
-        "device": describe_device(timer.device),
+        "device": describe_device(clock.device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -1,0 +1,219 @@
+"""Train one model on one dataset for the same optimizer steps with seqcls and the HF Trainer.
+
+Each setting ("side") runs in its own process, one after the other, so imports, reading and
+tokenizing the data and loading the model all count towards its time to first step. Every
+side trains on the same first ``--max-train-samples`` rows for ``--steps`` optimizer steps at
+the same batch size, learning rate, warm-up (10%), weight decay (0.01) and seed, then scores
+the validation set. The steps after ``--warmup-steps`` are timed (forward, backward and
+optimizer step; loading the batch is not included), the same way on both sides
+(``measure.StepClock``). Model FLOPs utilisation is measured against the fastest large
+``torch.mm`` of this machine, timed in the same run.
+
+Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
+
+    hf-default       run_glue's defaults: every example padded to --max-length, random order
+    hf-best          dynamic padding + train_sampling_strategy=group_by_length, fp32
+    hf-best-bf16     hf-best with bf16=True (autocast)
+    seqcls-default   seqcls's defaults
+    seqcls-bf16      --trainer.precision bf16-mixed
+    seqcls-ungrouped --data.group_by_length false
+
+    python benchmarks/compare.py --model models/all-MiniLM-L6-v2 \\
+        --train GLUE_DIR/SST-2/train.tsv --validation GLUE_DIR/SST-2/dev.tsv \\
+        --text-column sentence --max-train-samples 2048 --steps 64 [--json out.json]
+    python benchmarks/compare.py --model bert-base-uncased --dataset nyu-mll/glue \\
+        --dataset-config mrpc --text-column sentence1 --text-pair-column sentence2  # hub
+
+Prints one row per side and the seqcls/HF ratio of each measure for every pair; ``--json``
+also writes everything, commands and machine included. Give two runs the same
+``--cache-dir`` to measure warm caches (seqcls's tokens, datasets' map cache); by default
+every side starts cold.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HF_SIDES: dict[str, dict[str, Any]] = {
+    "hf-default": {"padding": "max_length", "grouped": False, "bf16": False},
+    "hf-best": {"padding": "longest", "grouped": True, "bf16": False},
+    "hf-best-bf16": {"padding": "longest", "grouped": True, "bf16": True},
+}
+SEQCLS_SIDES: dict[str, list[str]] = {
+    "seqcls-default": [],
+    "seqcls-bf16": ["--trainer.precision", "bf16-mixed"],
+    "seqcls-ungrouped": ["--data.group_by_length", "false"],
+}
+DEFAULT_SIDES = "hf-default,hf-best,seqcls-default,seqcls-bf16"
+# What the table shows, and how each is formatted; "dev_accuracy" ratios are differences.
+COLUMNS = {
+    "examples_per_s": ("examples/s", "{:,.1f}"),
+    "real_tokens_per_s": ("real tokens/s", "{:,.0f}"),
+    "padding_efficiency": ("padding eff.", "{:.0%}"),
+    "first_step_s": ("first step s", "{:.1f}"),
+    "peak_rss_mib": ("peak MiB", "{:,.0f}"),
+    "mfu_useful": ("MFU useful", "{:.0%}"),
+    "dev_accuracy": ("dev acc.", "{:.4f}"),
+}
+WEIGHT_DECAY, WARMUP_RATIO, SEED, EVAL_BATCH_SIZE = 0.01, 0.1, 42, 64
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--model", required=True, help="model directory or hub id")
+    p.add_argument("--train", help="training file (CSV, TSV, JSON Lines)")
+    p.add_argument("--validation", help="validation file")
+    p.add_argument("--dataset", help="hub dataset instead of files (needs a network)")
+    p.add_argument("--dataset-config", help="the hub dataset's configuration")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--text-pair-column", default=None)
+    p.add_argument("--label-column", default="label")
+    p.add_argument("--max-train-samples", type=int, default=2048)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--steps", type=int, default=64, help="optimizer steps, warm-up included")
+    p.add_argument("--warmup-steps", type=int, default=4, help="untimed first steps")
+    p.add_argument("--sides", default=DEFAULT_SIDES, help="comma-separated side names")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME=ARGS",
+                   help="another seqcls side: its name and seqcls arguments")  # fmt: skip
+    p.add_argument("--cache-dir", type=Path, help="tokenization caches (default: fresh)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args(argv)
+    if (args.dataset is None) == (args.train is None or args.validation is None):
+        p.error("give --train and --validation files, or a hub --dataset")
+    if not 0 <= args.warmup_steps < args.steps:
+        p.error("--warmup-steps must be at least 0 and below --steps")
+    return args
+
+
+def sides_of(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Each side's name, framework and settings, in the order asked for."""
+    extra = {}
+    for item in args.extra:
+        name, _, arguments = item.partition("=")
+        extra[name] = shlex.split(arguments)
+    sides: dict[str, dict[str, Any]] = {}
+    for name in [*args.sides.split(","), *extra]:
+        if name in HF_SIDES:
+            sides[name] = {"framework": "hf", **HF_SIDES[name]}
+        elif name in SEQCLS_SIDES or name in extra:
+            sides[name] = {"framework": "seqcls", "args": extra.get(name, SEQCLS_SIDES.get(name))}
+        else:
+            known = ", ".join([*HF_SIDES, *SEQCLS_SIDES])
+            raise SystemExit(f"--sides: unknown side {name!r}; known: {known}, or --extra")
+    return sides
+
+
+def run_side(name: str, side: dict[str, Any], args: argparse.Namespace, cache: Path) -> dict:
+    """One side in a fresh interpreter; its results, with the time to its first step."""
+    spec = {**vars(args), "name": name, "side": side, "cache_dir": str(cache), "seed": SEED}
+    spec |= {"weight_decay": WEIGHT_DECAY, "warmup_ratio": WARMUP_RATIO}
+    spec["eval_batch_size"] = EVAL_BATCH_SIZE
+    spec = {key: str(value) if isinstance(value, Path) else value for key, value in spec.items()}
+    with tempfile.TemporaryDirectory(prefix=f"seqcls-compare-{name}-") as out:
+        result_file = Path(out) / "result.json"
+        command = [sys.executable, __file__, "--worker", json.dumps(spec), str(result_file)]
+        env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
+        started = time.time()
+        # Bounded: a stuck side must not hang the benchmark.
+        subprocess.run(command, check=True, timeout=args.timeout, env=env, cwd=os.getcwd())
+        result = json.loads(result_file.read_text())
+    result["first_step_s"] = result.pop("first_step_at") - started
+    return result
+
+
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """seqcls over HF for each measure, for every seqcls side against every HF side."""
+    pairs = {}
+    for ours, mine in results.items():
+        for theirs, other in results.items():
+            if mine["framework"] != "seqcls" or other["framework"] != "hf":
+                continue
+            pair = {key: mine[key] / other[key] for key in COLUMNS if key != "dev_accuracy"}
+            pair["dev_accuracy"] = mine["dev_accuracy"] - other["dev_accuracy"]
+            pairs[f"{ours} / {theirs}"] = pair
+    return pairs
+
+
+def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str, float]]) -> str:
+    header = ["side", *(title for title, _ in COLUMNS.values())]
+    rows = [[name, *(fmt.format(r[key]) for key, (_, fmt) in COLUMNS.items())]
+            for name, r in results.items()]  # fmt: skip
+    lines = [markdown_row(header), markdown_row(["---"] * len(header)), *map(markdown_row, rows)]
+    if pairs:
+        lines += ["", markdown_row(["seqcls / HF", *header[1:]])]
+        lines.append(markdown_row(["---"] * len(header)))
+        for name, pair in pairs.items():
+            cells = [f"{pair[key]:.2f}x" for key in COLUMNS if key != "dev_accuracy"]
+            lines.append(markdown_row([name, *cells, f"{pair['dev_accuracy']:+.4f}"]))
+    return "\n".join(lines)
+
+
+def markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--worker"]:
+        return worker(json.loads(argv[1]), Path(argv[2]))
+    args = parse_args(argv)
+    sides = sides_of(args)
+    with tempfile.TemporaryDirectory(prefix="seqcls-compare-cache-") as fresh:
+        # Without --cache-dir every side starts cold, in its own folder: none reuses the
+        # tokens another side cached.
+        results = {
+            name: run_side(name, side, args, args.cache_dir or Path(fresh) / name)
+            for name, side in sides.items()
+        }
+
+    import torch  # only now: the parent's imports are no side's business
+    from measure import cpu_model, matmul_peak_flops
+
+    peak = matmul_peak_flops(torch.float32)
+    for result in results.values():
+        result["mfu_useful"] = result["useful_flops_per_s"] / peak
+    pairs = ratios(results)
+    report = {
+        "sides": results,
+        "ratios": pairs,
+        "fp32_matmul_peak_gflops": peak / 1e9,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "load_average": os.getloadavg(),
+        "command": shlex.join([os.path.relpath(sys.executable), os.path.relpath(__file__), *argv]),
+    }
+    print(format_tables(results, pairs))
+    print(f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s; load average {report['load_average']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def worker(spec: dict[str, Any], result_file: Path) -> dict[str, Any]:
+    """Run one side (inside its own process) and write its results."""
+    side = spec["side"]
+    # Imported here, per side, so that each process pays for its own imports only.
+    if side["framework"] == "hf":
+        from compare_hf import train_and_score
+    else:
+        from compare_seqcls import train_and_score
+    result = {"framework": side["framework"], **train_and_score(spec)}
+    result_file.write_text(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

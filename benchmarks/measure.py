@@ -1,0 +1,158 @@
+"""What the benchmarks measure, the same way for seqcls and the HF Trainer.
+
+``StepClock`` times optimizer steps after a warm-up and counts what the model computed in
+them, read from the attention masks the model is called with (a forward pre-hook), so it
+needs nothing from the training loop but "a step begins" and "a step ended". The rest
+describes the machine: its measured matmul peak, peak memory, the CPU or GPU.
+
+Model FLOPs follow the usual estimate for a transformer encoder: per token, 6 FLOPs per
+weight of every linear layer (2 forward, 4 backward), plus 12 x layers x hidden x length for
+attention scores and their weighted sums. "Useful" FLOPs count the real tokens only,
+"computed" ones the padded batch. The classification head is counted per token like the
+rest (about 1% too much for a 6-layer MiniLM); both sides get the same formula.
+"""
+
+import platform
+import resource
+import sys
+import time
+from typing import Any
+
+import torch
+
+
+class StepClock:
+    """Seconds, examples, tokens and FLOPs of the optimizer steps after ``warmup_steps``."""
+
+    def __init__(self, warmup_steps: int) -> None:
+        self.warmup_steps = warmup_steps
+        self.device = torch.device("cpu")
+        self.linear_weights = 0
+        self.attention_factor = 0
+        self.steps = self.examples = self.real_tokens = self.computed_tokens = 0
+        self.seconds = self.useful_flops = self.computed_flops = 0.0
+        # examples, real tokens, computed tokens, useful and computed FLOPs of this step
+        self._pending: list[float] = [0, 0, 0, 0.0, 0.0]
+        self.first_step_at: float | None = None  # time.time() when the first step began
+        self._started: float | None = None
+
+    def attach(self, model: torch.nn.Module) -> None:
+        """Count the batches ``model`` (the Hugging Face model) trains on from now on."""
+        self.device = next(model.parameters()).device
+        self.linear_weights = sum(
+            m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)
+        )
+        config = getattr(model, "config", None)
+        layers = getattr(config, "num_hidden_layers", 0)
+        self.attention_factor = 12 * layers * getattr(config, "hidden_size", 0)
+        model.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def begin(self, step: int) -> None:
+        """Optimizer step ``step`` (counted from 0) begins."""
+        if self.first_step_at is None:
+            self.first_step_at = time.time()
+        self._started = None
+        self._pending = [0, 0, 0, 0.0, 0.0]
+        if step >= self.warmup_steps:
+            self._synchronize()
+            self._started = time.perf_counter()
+
+    def end(self) -> None:
+        """The step that ``begin`` started has finished its optimizer update."""
+        if self._started is None:
+            return
+        self._synchronize()
+        self.seconds += time.perf_counter() - self._started
+        self.steps += 1
+        examples, real, computed, useful_flops, computed_flops = self._pending
+        self.examples += examples
+        self.real_tokens += real
+        self.computed_tokens += computed
+        self.useful_flops += useful_flops
+        self.computed_flops += computed_flops
+        self._started = None
+
+    def results(self, peak_flops: float | None = None) -> dict[str, Any]:
+        results: dict[str, Any] = {
+            "examples_per_s": self.examples / self.seconds,
+            "real_tokens_per_s": self.real_tokens / self.seconds,
+            "padding_efficiency": self.real_tokens / self.computed_tokens,
+            "mean_step_time_s": self.seconds / self.steps,
+            "steps": self.steps,
+            "warmup_steps": self.warmup_steps,
+            "examples": self.examples,
+            "real_tokens": self.real_tokens,
+            "computed_tokens": self.computed_tokens,
+            "useful_flops_per_s": self.useful_flops / self.seconds,
+            "first_step_at": self.first_step_at,
+        }
+        if peak_flops:
+            results["mfu_useful"] = self.useful_flops / self.seconds / peak_flops
+            results["mfu_computed"] = self.computed_flops / self.seconds / peak_flops
+        return results
+
+    def _count(self, module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
+        mask = kwargs.get("attention_mask")
+        if not module.training or mask is None or self._started is None:
+            return
+        # Read after the clock started: a GPU waits here, but the step is not yet computed
+        # either way, so counting costs one small host sync per batch on both sides.
+        lengths = mask.sum(dim=1).double()
+        batch, padded = mask.shape
+        per_token, attention = 6 * self.linear_weights, self.attention_factor
+        self._pending[0] += batch
+        self._pending[1] += int(lengths.sum())
+        self._pending[2] += batch * padded
+        self._pending[3] += float(per_token * lengths.sum() + attention * (lengths**2).sum())
+        self._pending[4] += float(batch * (per_token * padded + attention * padded**2))
+
+    def _synchronize(self) -> None:
+        # CUDA kernels run asynchronously: without waiting, the clock would stop too early.
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def matmul_peak_flops(dtype: torch.dtype = torch.float32, size: int = 2048) -> float:
+    """The best FLOP/s of a square ``torch.mm`` on this machine: the practical peak."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
+    best = float("inf")
+    for _ in range(6):  # the first call warms up the kernels; on a shared machine keep the best
+        if device == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        torch.mm(a, b)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best
+
+
+def peak_rss_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # ru_maxrss is in bytes on macOS and in KiB on Linux.
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass  # not Linux
+    return platform.processor() or platform.machine()
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
