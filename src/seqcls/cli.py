@@ -19,9 +19,10 @@ from pytorch_lightning.cli import (
     SaveConfigCallback,
 )
 from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from seqcls.checkpoints import LastCheckpoint, resolve_ckpt_path
+from seqcls.checkpoints import LastCheckpoint, with_atomic_io
 from seqcls.cloud import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
@@ -29,9 +30,13 @@ from seqcls.export import ExportBestModel
 from seqcls.logs import tensorboard_logger
 from seqcls.model import SequenceClassifier
 from seqcls.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.redact import redact_config
+from seqcls.resume import check_continues, start_point
 from seqcls.rundir import DEFAULT_ROOT, run_layout
+from seqcls.signals import StopOnSignal, exit_status
 from seqcls.storage import read_text, write_text
 from seqcls.throughput import Throughput
+from seqcls.validation import Hardware, OneLineErrorParser, check_batch_size, check_trainer
 
 CONFIG_FILE = "config.yaml"
 
@@ -55,13 +60,18 @@ class SaveRunConfig(SaveConfigCallback):
                 self.config.data.problem_type = datamodule.problem_type
                 self.config.data.metrics = datamodule.metrics
             path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
-            write_text(path, self.parser.dump(self.config, skip_unset=False))
+            # Keys and tokens given as flags stay out of a file that is shared and copied.
+            write_text(path, self.parser.dump(redact_config(self.config), skip_unset=False))
         self.already_saved = True
 
 
 class SeqclsCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        # When last.ckpt is saved besides after validation (--last_checkpoint.*).
+        parser.add_class_arguments(
+            LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
+        )
         parser.set_defaults(
             {
                 # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
@@ -81,17 +91,30 @@ class SeqclsCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         config = self._config()
+        check_trainer(config.trainer, Hardware.detect())
+        check_batch_size(config.get("data"))
+        if "weights_only" in config and config.weights_only is None:
+            config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         config.checkpoint.dirpath = self.layout.checkpoints
-        self.ckpt_path = config.get("ckpt_path")
-        if self.ckpt_path is not None:
-            # Kept until the process exits: Lightning loads the checkpoint inside the run.
-            self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
-            self.ckpt_path = resolve_ckpt_path(
-                self.ckpt_path, self.layout.checkpoints, Path(self._downloads.name)
-            )
+        # Kept until the process exits: Lightning loads the checkpoint inside the run.
+        self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
+        # fit without --ckpt_path continues the run directory's newest complete checkpoint.
+        self.start = start_point(
+            config.get("ckpt_path"),
+            self.layout.checkpoints,
+            Path(self._downloads.name),
+            automatic=self.subcommand == "fit",
+        )
+        self.ckpt_path = self.start.local
+        model = config.get("model", {}).get("model_name_or_path")
+        check_continues(self.start, config.trainer.get("max_epochs"), model)
+        # Built now, so that a bad --last_checkpoint.* stops the run before any work.
+        self.last_checkpoint = LastCheckpoint(
+            self.layout.checkpoints, **config.last_checkpoint.as_dict()
+        )
         # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
         cluster = apply_vertex_cluster()
         if cluster is not None:
@@ -119,6 +142,7 @@ class SeqclsCLI(LightningCLI):
             MetricsFile(),
             Throughput(),
             PredictionWriter(),
+            StopOnSignal(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
@@ -128,11 +152,10 @@ class SeqclsCLI(LightningCLI):
         configured = [self._get(self.config_init, key) for key in keys]
         configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
         if config.get("enable_checkpointing") is not False:
-            callbacks += [
-                self._best_checkpoint(),
-                LastCheckpoint(self._config().checkpoint.dirpath),
-            ]
+            callbacks += [self._best_checkpoint(), self.last_checkpoint]
         config["callbacks"] = callbacks
+        # Checkpoints written whole, and the one this run resumed from never pruned.
+        config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)
         return self._instantiate_trainer(config, configured)
 
     def _best_checkpoint(self) -> ModelCheckpoint:
@@ -157,6 +180,10 @@ class SeqclsCLI(LightningCLI):
 
     def _config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        self.parser_class = OneLineErrorParser  # parse errors as one line (see validation)
+        return super().init_parser(**kwargs)
 
 
 def check_max_length(
@@ -213,6 +240,9 @@ def main(args: ArgsType = None) -> None:
     except ConfigurationError as error:
         print(f"seqcls: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except SIGTERMException:
+        # Stopped by SIGTERM/SIGINT after saving last.ckpt: fail, so the platform retries.
+        sys.exit(exit_status())
 
 
 if __name__ == "__main__":

@@ -12,9 +12,33 @@ class ConfigurationError(ValueError):
 
 
 def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationError:
-    """The error for a model or tokenizer that ``from_pretrained`` cannot load."""
+    """The error for a model or tokenizer that ``from_pretrained`` cannot load.
+
+    A name that is not a local directory is taken for a hub id, so a mistyped path reaches
+    the hub, and the hub's own message ("repo id must be in the form...", "couldn't
+    connect") hides the real problem; the message says which case it is.
+    """
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    hint = "give a local model directory, or a hub id with network access"
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
-        hint += " (HF_HUB_OFFLINE is set, so the hub is not asked)"
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+    unreachable = "couldn't connect" in reason.lower() or isinstance(error, ConnectionError)
+    local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if os.path.exists(name_or_path):
+        hint = "give a model directory with config.json, the weights and the tokenizer"
+    elif local:
+        reason = "no such directory"
+        hint = "check the path, or give a hub id such as FacebookAI/roberta-base"
+    elif offline:
+        reason = "not a local directory, and not in the Hugging Face cache"
+        hint = (
+            "give a local model directory; HF_HUB_OFFLINE is set, so the hub is not asked "
+            "(unset it where the hub can be reached)"
+        )
+    elif unreachable:
+        reason = "not a local directory, and the Hugging Face Hub cannot be reached"
+        hint = (
+            "give a local model directory, or download the model where there is network; "
+            "HF_HUB_OFFLINE=1 uses the local Hugging Face cache without asking the hub"
+        )
+    else:
+        hint = "give a local model directory, or a hub id with network access"
     return ConfigurationError(f"{flag}: cannot load {name_or_path!r}: {reason}; {hint}")

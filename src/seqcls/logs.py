@@ -10,13 +10,17 @@ seconds while metrics are logged, and when the run ends.
 import logging
 import tempfile
 import time
+from argparse import Namespace
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from lightning_fabric.utilities.logger import _convert_params
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
+from seqcls.redact import redact
 from seqcls.storage import is_remote, upload_dir
 
 log = logging.getLogger(__name__)
@@ -27,16 +31,33 @@ def tensorboard_logger(logs_dir: str, *, sync_every_s: float = 60.0) -> TensorBo
     keeps writing to the same logs."""
     if is_remote(logs_dir):
         return SyncedTensorBoardLogger(logs_dir, sync_every_s=sync_every_s)
-    return TensorBoardLogger(logs_dir, name="", version="", default_hp_metric=False)
+    return RunTensorBoardLogger(logs_dir)
 
 
-class SyncedTensorBoardLogger(TensorBoardLogger):
+class RunTensorBoardLogger(TensorBoardLogger):
+    """TensorBoard in ``logs_dir`` itself, with secrets kept out of the hyperparameters."""
+
+    def __init__(self, logs_dir: str) -> None:
+        super().__init__(logs_dir, name="", version="", default_hp_metric=False)
+
+    @rank_zero_only
+    def log_hyperparams(
+        self,
+        params: dict[str, Any] | Namespace,
+        metrics: dict[str, Any] | None = None,
+        step: int | None = None,
+    ) -> None:
+        # hparams.yaml and TensorBoard's HPARAMS tab show every value (see redact).
+        super().log_hyperparams(redact("hparams", _convert_params(params)), metrics, step)
+
+
+class SyncedTensorBoardLogger(RunTensorBoardLogger):
     """Log to a local folder and copy its files to ``remote_dir`` (see the module docstring)."""
 
     def __init__(self, remote_dir: str, *, sync_every_s: float = 60.0) -> None:
         # Removed with this object (or at exit); by then finalize() has copied everything.
         self._staging = tempfile.TemporaryDirectory(prefix="seqcls-logs-")
-        super().__init__(self._staging.name, name="", version="", default_hp_metric=False)
+        super().__init__(self._staging.name)
         self.remote_dir = remote_dir
         self.sync_every_s = sync_every_s
         self._uploaded: dict[str, tuple[int, int]] = {}

@@ -45,6 +45,18 @@ def exists(path: str) -> bool:
     return bool(fs.exists(fs_path))
 
 
+def files_newest_first(folder: str, suffix: str) -> list[str]:
+    """The files directly in ``folder`` whose names end with ``suffix``, newest first."""
+    fs, fs_path = _fs(folder)
+    fs.invalidate_cache(fs_path)
+    if not fs.isdir(fs_path):
+        return []
+    found = [p for p in fs.ls(fs_path, detail=False) if p.endswith(suffix)]
+    found.sort(key=fs.modified, reverse=True)
+    # Named as the caller named the folder (relative, or with its gs://).
+    return [os.path.join(folder, posixpath.basename(p)) for p in found]
+
+
 def read_text(path: str) -> str | None:
     """The file's text, or None when there is no such file."""
     fs, fs_path = _fs(path)

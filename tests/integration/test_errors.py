@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from pytorch_lightning.accelerators import XLAAccelerator
 
 from seqcls.cli import main
 
@@ -80,3 +82,80 @@ def test_console_script_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1] == (
         "seqcls: error: --data.train_file: file not found: missing.csv"
     )
+
+
+def test_unknown_option_suggests_the_closest(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--trainer.max_epohcs", "2")
+    assert line == (
+        "seqcls: error: --trainer.max_epohcs: unknown option; did you mean "
+        "--trainer.max_epochs? (seqcls fit --help lists every option)"
+    )
+
+
+def test_unknown_key_in_a_config_file(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    config = tmp_path / "mine.yaml"
+    config.write_text("data:\n  batch_sise: 8\n")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--config", str(config))
+    assert line.startswith("seqcls: error: data.batch_sise: unknown key in a --config file; ")
+    assert "did you mean data.batch_size?" in line
+
+
+def test_wrong_type(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--trainer.max_epochs", "three")
+    assert line == "seqcls: error: --trainer.max_epochs three: expected int or null"
+
+
+def test_gpu_config_without_a_gpu(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    gpu = str(REPO / "configs/trainer/gpu.yaml")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--config", gpu)
+    assert line.startswith("seqcls: error: --trainer.accelerator gpu: this machine has no CUDA GPU")
+    assert "--config configs/trainer/cpu.yaml" in line
+
+
+def test_tpu_config_without_a_tpu(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    if XLAAccelerator.is_available():
+        pytest.skip("this machine has a TPU")
+    tpu = str(REPO / "configs/trainer/tpu.yaml")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--config", tpu)
+    assert line.startswith("seqcls: error: --trainer.accelerator tpu: this machine has no TPU (")
+    assert "--config configs/trainer/cpu.yaml" in line
+
+
+def test_batch_size_below_one(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.batch_size", "0")
+    assert line == "seqcls: error: --data.batch_size 0: must be at least 1"
+
+
+def test_periodic_checkpoint_interval_must_be_positive(
+    capsys, tiny_bert: Path, tmp_path: Path
+) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--last_checkpoint.every_minutes", "0")
+    assert line == (
+        "seqcls: error: --last_checkpoint.every_minutes 0.0: must be positive, "
+        "or null to switch it off"
+    )
+
+
+def test_max_length_beyond_the_model_positions(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.max_length", "4096")
+    assert line.startswith("seqcls: error: --data.max_length 4096 is longer than the model takes")
+
+
+def test_model_directory_that_does_not_exist(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    missing = str(tmp_path / "models" / "mine")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", missing)
+    assert line == (
+        f"seqcls: error: --model.model_name_or_path: cannot load {missing!r}: no such "
+        "directory; check the path, or give a hub id such as FacebookAI/roberta-base"
+    )
+
+
+def test_hub_id_offline_names_the_offline_mode(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "models/mine")
+    assert (
+        "cannot load 'models/mine': not a local directory, and not in the Hugging Face cache"
+        in (line)
+    )
+    assert "HF_HUB_OFFLINE is set, so the hub is not asked" in line

@@ -7,6 +7,7 @@ model comes from the bucket too. Everything is read back from the bucket through
 import csv
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -205,13 +206,13 @@ def test_vertex_output_folders_receive_a_run_without_flags(
 def test_a_killed_run_resumes_from_its_last_checkpoint_in_the_bucket(
     gcs: fsspec.AbstractFileSystem, model_url: str, tmp_path: Path
 ) -> None:
-    """SIGKILL mid-run, as a preempted machine dies, then the same command with ``last``."""
+    """SIGKILL mid-run, as a preempted machine dies, then the same command: no resume flag."""
     run = f"gs://{BUCKET}/killed"
     last = f"{BUCKET}/killed/checkpoints/last.ckpt"
     # A checkpoint every 2 steps, and far more steps than the kill lets it reach.
     args = [
-        *fit_args(model_url, "--trainer.val_check_interval", "2"),
-        "--trainer.default_root_dir", run, "--ckpt_path", "last",
+        *fit_args(model_url, "--last_checkpoint.every_n_steps", "2"),
+        "--trainer.default_root_dir", run,
     ]  # fmt: skip
     victim = subprocess.Popen(
         [sys.executable, "-m", "seqcls.cli", *args],
@@ -234,7 +235,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_in_the_bucket(
     target = saved + 2
     # The same command again, as Vertex AI restarts a preempted job.
     output = seqcls(*args, "--trainer.max_steps", str(target))
-    assert f"resuming from {run}/checkpoints/last.ckpt" in output
+    # The newest checkpoint: last.ckpt, or the best one when both hold the saved step.
+    resumed = re.search(
+        rf"resuming from {run}/checkpoints/\S+ \(epoch \d+, global step (\d+)\)", output
+    )
+    assert resumed is not None, output[-3000:]
+    assert int(resumed.group(1)) == saved
     assert load(gcs, last)["global_step"] == target
     # The restarted command trained 2 steps after the saved ones, not `target` from scratch.
     gcs.get(f"{BUCKET}/killed/logs/", str(tmp_path), recursive=True)

@@ -29,7 +29,14 @@ def test_every_target_has_a_config() -> None:
 
 @pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
 def test_a_trainer_config_touches_only_the_trainer(path: Path) -> None:
-    assert set(yaml.safe_load(path.read_text())) == {"trainer"}
+    # last_checkpoint: how often a machine that may be preempted saves last.ckpt.
+    assert set(yaml.safe_load(path.read_text())) - {"last_checkpoint"} == {"trainer"}
+
+
+@pytest.mark.parametrize("name", ["gpu", "multinode", "tpu"])
+def test_cloud_configs_save_last_checkpoint_periodically(name: str) -> None:
+    config = yaml.safe_load((REPO / "configs" / "trainer" / f"{name}.yaml").read_text())
+    assert config["last_checkpoint"]["every_minutes"] > 0
 
 
 @pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from seqcls.checkpoints import resolve_ckpt_path
 from seqcls.cloud import VertexOutputDirs, vertex_output_dirs
+from seqcls.resume import StartPoint, start_point
 from seqcls.rundir import DEFAULT_ROOT, RunLayout, run_layout
 
 BASE = "gs://bucket/jobs/7"
@@ -77,16 +77,7 @@ def test_an_explicit_run_directory_wins_over_aip(caplog: pytest.LogCaptureFixtur
     assert "AIP_* output folders ignored" in caplog.text
 
 
-def test_last_is_last_ckpt_when_it_exists(tmp_path: Path) -> None:
-    (tmp_path / "last.ckpt").write_bytes(b"")
-    resolved = resolve_ckpt_path("last", str(tmp_path), tmp_path / "downloads")
-    assert resolved == str(tmp_path / "last.ckpt")
-
-
-def test_last_without_a_checkpoint_starts_from_scratch(tmp_path: Path) -> None:
-    assert resolve_ckpt_path("last", str(tmp_path / "none"), tmp_path) is None
-
-
-@pytest.mark.parametrize("given", [None, "best", "some/local.ckpt"])
-def test_other_checkpoint_paths_pass_through(tmp_path: Path, given: str | None) -> None:
-    assert resolve_ckpt_path(given, str(tmp_path), tmp_path) == given
+def test_other_checkpoint_paths_pass_through(tmp_path: Path) -> None:
+    for given in [None, "best", "some/local.ckpt"]:
+        start = start_point(given, str(tmp_path), tmp_path, automatic=False)
+        assert start == StartPoint(given, given)

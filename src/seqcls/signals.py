@@ -1,0 +1,65 @@
+"""SIGTERM and SIGINT stop training after the current step, save ``last.ckpt``, and fail the run.
+
+A Spot VM or preemptible TPU gets SIGTERM and about 30 s before it is switched off, and
+Vertex AI restarts a preempted job with the same command, which resumes from ``last.ckpt``
+(see ``resume``). Lightning 2.6 already turns SIGTERM into a flag that its loops check
+after each batch, raising ``SIGTERMException``; ``LastCheckpoint`` saves on that exception.
+Two things are added here:
+
+- SIGINT (Ctrl-C) takes the same path. Lightning's own handling raises ``KeyboardInterrupt``
+  wherever the code happens to be, possibly halfway through an optimizer step, and the
+  checkpoint saved then would not resume exactly. A second Ctrl-C still stops at once.
+- The process exits with 128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as a
+  shell reports a process killed by it. ``SIGTERMException`` is a ``SystemExit`` without a
+  code, which would exit with 0: the platform would think the job succeeded, not retry it.
+"""
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import Callback
+
+log = logging.getLogger(__name__)
+
+# Signals are process-wide, and the command's exit status is decided outside the Trainer.
+_received: list[signal.Signals] = []
+
+
+class StopOnSignal(Callback):
+    """Turn SIGTERM and SIGINT into a stop after the current training step (module docstring)."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers (and only it receives signals)
+        # Lightning registers its SIGTERM handler before this hook and restores the previous
+        # handlers of every signal when the run ends, which removes these too.
+        lightning_sigterm = signal.getsignal(signal.SIGTERM)
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            if signum == signal.SIGINT and _received:
+                raise KeyboardInterrupt  # a second Ctrl-C: stop now, without a checkpoint
+            _received.append(signal.Signals(signum))
+            log.warning(
+                "%s received: saving a checkpoint after this step, then stopping",
+                signal.Signals(signum).name,
+            )
+            if signum == signal.SIGTERM and callable(lightning_sigterm):
+                lightning_sigterm(signum, frame)  # also tells the other DDP processes
+            # Lightning's loops check this flag after every batch (no public setter).
+            trainer._signal_connector.received_sigterm = True
+
+        handler: Callable[[int, FrameType | None], Any] = stop
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+        if trainer.is_global_zero:
+            log.info("Ctrl-C or SIGTERM from now on: stop after the current step, save last.ckpt")
+
+
+def exit_status() -> int:
+    """The exit status of a run that a signal stopped: 128 + its number (SIGTERM unless seen)."""
+    return 128 + int(_received[-1] if _received else signal.SIGTERM)

@@ -1,0 +1,132 @@
+"""Mistakes in the command line and configs, stopped before any model, data or run folder exists.
+
+jsonargparse's own messages span several lines after a usage screen; here each becomes one
+line naming the flag, with the closest known key for a typo. The trainer settings are then
+checked against the hardware this process sees, so a GPU or TPU config on the wrong machine
+fails at once with what was found and what to use instead, rather than after loading data.
+"""
+
+import difflib
+import importlib.util
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import torch
+from jsonargparse import Namespace
+from pytorch_lightning.accelerators import XLAAccelerator
+from pytorch_lightning.cli import LightningArgumentParser
+
+from seqcls.errors import ConfigurationError
+
+CPU_CONFIG = "configs/trainer/cpu.yaml"
+_GPU = {"gpu", "cuda"}
+_BF16 = {"bf16", "bf16-mixed", "bf16-true"}
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """A LightningCLI parser whose errors are one ``ConfigurationError`` line (module docstring)."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # jsonargparse is trying alternatives and catches this
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        # The program name depends on how seqcls was started; the subcommand's does not.
+        words = parser.prog.replace(" [options]", "").split()
+        command = " ".join(["seqcls", *words[1:]])
+        raise ConfigurationError(one_line(message, sorted(_keys(parser)), command))
+
+
+def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str:
+    """jsonargparse's ``message`` as one line, with a did-you-mean from the ``known`` keys."""
+    unknown = re.search(r"unrecognized arguments: (--\S+)", message) or re.search(
+        r"does not accept (?:option|nested key) '([^']+)'", message
+    )
+    if unknown:
+        given = unknown.group(1)
+        key = given.removeprefix("--")
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        where = "option" if given.startswith("--") else "key in a --config file"
+        hint = f"did you mean {'--' if given.startswith('--') else ''}{close[0]}?" if close else ""
+        listing = f"{command} --help lists every option"
+        return f"{given}: unknown {where}; {hint + ' ' if hint else ''}({listing})"
+    key = re.search(r'Parser key "([^"]+)"', message)
+    given = re.search(r"Given value: (.*)", message)
+    expected = re.findall(r"Expected a <class '([^']+)'>", message)
+    if key and given and expected:
+        names = " or ".join("null" if name == "NoneType" else name for name in expected)
+        return f"--{key.group(1)} {given.group(1).strip()}: expected {names}"
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _keys(parser: Any) -> Iterator[str]:
+    for action in parser._actions:
+        subparsers = getattr(action, "_name_parser_map", None)
+        if subparsers:
+            for subparser in subparsers.values():
+                yield from _keys(subparser)
+        elif isinstance(getattr(action, "dest", None), str) and action.dest != "help":
+            yield action.dest
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What this process can train on."""
+
+    gpus: int
+    gpu_name: str | None
+    gpu_bf16: bool
+    tpu: bool
+    torch_xla: bool
+
+    @classmethod
+    def detect(cls) -> "Hardware":
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return cls(
+            gpus=gpus,
+            gpu_name=torch.cuda.get_device_name(0) if gpus else None,
+            gpu_bf16=bool(gpus) and torch.cuda.is_bf16_supported(),
+            tpu=XLAAccelerator.is_available(),
+            torch_xla=importlib.util.find_spec("torch_xla") is not None,
+        )
+
+
+def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
+    """Fail when the trainer settings need hardware that this machine does not have."""
+    accelerator = trainer.get("accelerator")
+    if not isinstance(accelerator, str):  # an Accelerator object: its owner knows best
+        return
+    if accelerator in _GPU and not hardware.gpus:
+        raise ConfigurationError(
+            f"--trainer.accelerator {accelerator}: this machine has no CUDA GPU (torch "
+            f"{torch.__version__} finds none); train on the CPU with --config {CPU_CONFIG} "
+            "instead, or run on a machine with GPUs"
+        )
+    if accelerator == "tpu" and not hardware.tpu:
+        found = "torch_xla finds no TPU" if hardware.torch_xla else "torch_xla is not installed"
+        raise ConfigurationError(
+            f"--trainer.accelerator tpu: this machine has no TPU ({found}); train on the CPU "
+            f"with --config {CPU_CONFIG} instead, or run on a TPU VM (the seqcls-tpu image)"
+        )
+    on_gpu = accelerator in _GPU or (accelerator == "auto" and hardware.gpus > 0)
+    precision = str(trainer.get("precision"))
+    if on_gpu and precision in _BF16 and not hardware.gpu_bf16:
+        raise ConfigurationError(
+            f"--trainer.precision {precision}: this GPU ({hardware.gpu_name}) has no bf16 "
+            "(V100, T4 and older); use --trainer.precision 16-mixed (fp16 with loss scaling)"
+        )
+    devices = trainer.get("devices")
+    if accelerator in _GPU and isinstance(devices, int) and devices > hardware.gpus:
+        raise ConfigurationError(
+            f"--trainer.devices {devices}: this machine has {hardware.gpus} GPU(s); pass "
+            f"--trainer.devices {hardware.gpus}, or -1 for every GPU"
+        )
+
+
+def check_batch_size(data: Namespace | None) -> None:
+    """A batch size below 1 would only fail inside the first DataLoader, after loading data."""
+    for key in ("batch_size", "eval_batch_size"):
+        value = data.get(key) if data is not None else None
+        if isinstance(value, int) and value < 1:
+            raise ConfigurationError(f"--data.{key} {value}: must be at least 1")
