@@ -173,10 +173,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="seqcls-compare-cache-") as fresh:
         # Without --cache-dir every side starts cold, in its own folder: none reuses the
         # tokens another side cached.
-        results = {
-            name: run_side(name, side, args, args.cache_dir or Path(fresh) / name)
-            for name, side in sides.items()
-        }
+        results = {}
+        for name, side in sides.items():
+            try:
+                results[name] = run_side(name, side, args, args.cache_dir or Path(fresh) / name)
+            except subprocess.SubprocessError as error:  # the other sides still count
+                print(f"compare: side {name} failed: {error}", file=sys.stderr)
 
     import torch  # only now: the parent's imports are no side's business
     from measure import cpu_model, matmul_peak_flops

@@ -86,6 +86,7 @@ def train_and_score(spec: dict[str, Any]) -> dict[str, Any]:
             lr_scheduler_type="linear",
             seed=spec["seed"],
             bf16=side["bf16"],
+            use_cpu=not torch.cuda.is_available(),  # bf16 on a CPU is refused without it
             train_sampling_strategy="group_by_length" if side["grouped"] else "random",
             eval_strategy="no",
             save_strategy="no",

@@ -13,6 +13,7 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -55,17 +56,18 @@ def workspace(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "all-MiniLM-L6-v2").symlink_to(tiny_bert)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path / "benchmarks"))  # the benchmarks' shared modules
     monkeypatch.setenv("SEQCLS_CACHE", str(tmp_path / "cache"))
     return tmp_path
 
 
-def run_benchmark(args: list[str]) -> None:
-    spec = importlib.util.spec_from_file_location("throughput", "benchmarks/throughput.py")
+def load_benchmark(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, f"benchmarks/{name}.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.main(args)
+    return module
 
 
 def test_docs_have_commands() -> None:
@@ -94,7 +96,11 @@ def test_every_documented_command_runs(workspace: Path) -> None:
             elif program in ELSEWHERE:
                 assert parse_only, f"{doc}: mark {shlex.join(argv)} '# needs ...'"
             elif argv[:2] == [".venv/bin/python", "benchmarks/throughput.py"]:
-                run_benchmark(argv[2:])
+                load_benchmark("throughput").main(argv[2:])
+            elif argv[:2] == [".venv/bin/python", "benchmarks/compare.py"]:
+                # Minutes of training on real data: its options are checked, its run is not.
+                assert parse_only, f"{doc}: mark {shlex.join(argv)} '# your files'"
+                load_benchmark("compare").parse_args(argv[2:])
             else:
                 pytest.fail(f"{doc}: no test knows how to run {shlex.join(argv)}")
             ran += 1
