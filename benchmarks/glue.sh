@@ -9,9 +9,11 @@
 # are text[,text_pair],label (labels as in the hub's glue dataset). Environment overrides:
 # MODEL (default models/all-MiniLM-L6-v2), TASKS, EPOCHS, MAX_TRAIN_SAMPLES (for a smoke run),
 # SIDES (default "seqcls hf"; one side alone, e.g. to run the two on different machines).
-# The HF Trainer side needs the bench extra: bash scripts/setup.sh bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The same environment as scripts/test.sh: seqcls plus the HF Trainer (bench extra).
+bash scripts/setup.sh dev,bench
 
 data="${1:?usage: bash benchmarks/glue.sh DATA_DIR [OUT_DIR]}"
 out="${2:-runs/glue}"
