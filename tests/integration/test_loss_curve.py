@@ -10,7 +10,9 @@ from seqcls.cli import main
 REPO = Path(__file__).resolve().parents[2]
 # seqcls fit: tiny BERT (seed 0), sample data, 8 steps of batch 8, lr 1e-2, seed_everything 42.
 # Re-pin only for a deliberate change, and say why in the commit.
-PINNED = [1.389767, 1.380523, 1.394039, 1.368691, 1.317999, 1.334683, 1.573676, 1.529906]
+# Re-pinned when length-grouped batches became the default; with --data.group_by_length false
+# --data.pad_to_multiple_of 8 the run still gives the earlier curve, exactly.
+PINNED = [1.386974, 1.39977, 1.397975, 1.369771, 1.354982, 1.357808, 1.417995, 1.376605]
 
 
 def test_loss_curve_is_pinned(tiny_bert: Path, tmp_path: Path) -> None:
