@@ -8,10 +8,9 @@ import datasets
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer, DataCollatorWithPadding, PreTrainedTokenizerBase
+from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
-from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded
-from seqcls.errors import ConfigurationError, unloadable
+from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded, load_tokenizer
 from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
 from seqcls.loaders import (
     Padding,
@@ -25,7 +24,6 @@ from seqcls.loaders import (
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
-from seqcls.storage import local_model_dir
 from seqcls.tables import require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
@@ -216,15 +214,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        if not self.tokenizer_name_or_path:
-            raise ConfigurationError("no tokenizer: set --model.model_name_or_path")
-        try:
-            local = local_model_dir(self.tokenizer_name_or_path, default_cache_dir())
-            return AutoTokenizer.from_pretrained(local)
-        except (OSError, ValueError) as error:
-            raise unloadable(
-                "--data.tokenizer_name_or_path", self.tokenizer_name_or_path, error
-            ) from None
+        return load_tokenizer(self.tokenizer_name_or_path)
 
     # Lightning hooks.
 
