@@ -1,6 +1,5 @@
 """Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads."""
 
-import copy
 import logging
 import tempfile
 from pathlib import Path
@@ -12,15 +11,22 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.checkpoints import best_checkpoint
 from seqcls.storage import download_file, is_remote, upload_dir
+from seqcls.zero_checkpoints import gather_weights, is_zero_checkpoint
 
 log = logging.getLogger(__name__)
 _PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``model`` attribute
 
 
 def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
-    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``."""
-    # weights_only: a checkpoint is data, and must not be able to run code when loaded.
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``.
+
+    The checkpoint is a file, or a DeepSpeed ZeRO folder whose fp32 weights are gathered first.
+    """
+    with tempfile.TemporaryDirectory(prefix="seqcls-weights-") as scratch:
+        if is_zero_checkpoint(checkpoint_path):
+            checkpoint_path = str(gather_weights(checkpoint_path, Path(scratch) / "fp32.ckpt"))
+        # weights_only: a checkpoint is data, and must not be able to run code when loaded.
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
     state = {
         key.removeprefix(_PREFIX): value
         for key, value in checkpoint["state_dict"].items()
@@ -41,7 +47,10 @@ def export_model(
     A classifier's saved config carries ``id2label``/``label2id`` with the real label names.
     """
     if checkpoint_path:
-        model = copy.deepcopy(model)  # leave the trained module untouched
+        # A fresh model of the same architecture, not a copy of the trained module: under
+        # FSDP or DeepSpeed that module holds flattened or partitioned parameters, and the
+        # checkpoint holds all the weights anyway.
+        model = type(model)(model.config)
         load_hf_weights(checkpoint_path, into=model)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)

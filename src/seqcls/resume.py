@@ -20,6 +20,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from seqcls.checkpoints import LAST
 from seqcls.errors import ConfigurationError
 from seqcls.storage import download_file, exists, files_newest_first, is_remote
+from seqcls.zero_checkpoints import is_zero_checkpoint, zero_checkpoint_problem
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +102,10 @@ def _check(path: str) -> tuple[str | None, dict[str, Any]]:
     """Why the checkpoint at ``path`` cannot resume a run (None when it can), and its contents.
 
     ``mmap`` reads the archive's index without reading every tensor: a truncated file has
-    no index at its end and fails here.
+    no index at its end and fails here. A folder is a DeepSpeed checkpoint, checked as such.
     """
+    if is_zero_checkpoint(path):
+        return zero_checkpoint_problem(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle

@@ -60,3 +60,25 @@ def test_python_and_torch_floors_match_transformers_5() -> None:
     (torch,) = [r for r in DEPENDENCIES if r.name == "torch"]
     assert not torch.specifier.contains("2.5.1")
     assert torch.specifier.contains("2.9.0")  # the TPU image's torch
+
+
+def test_every_model_and_data_module_is_exported_from_the_package() -> None:
+    # What a user's own script or a LightningCLI class_path imports: `from seqcls import ...`.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pytorch_lightning as pl
+
+    import seqcls
+
+    defined = set()
+    for module_info in pkgutil.iter_modules(seqcls.__path__):
+        module = importlib.import_module(f"seqcls.{module_info.name}")
+        for name, value in inspect.getmembers(module, inspect.isclass):
+            lightning = issubclass(value, pl.LightningModule | pl.LightningDataModule)
+            if lightning and value.__module__ == module.__name__:
+                defined.add(name)
+    assert defined >= {"SequenceClassifier", "MaskedLanguageModel", "TextCorpusDataModule"}
+    assert defined <= set(seqcls.__all__)
+    assert all(getattr(seqcls, name) for name in seqcls.__all__)
