@@ -36,7 +36,13 @@ from seqcls.rundir import DEFAULT_ROOT, run_layout
 from seqcls.signals import StopOnSignal, exit_status
 from seqcls.storage import read_text, write_text
 from seqcls.throughput import Throughput
-from seqcls.validation import Hardware, OneLineErrorParser, check_batch_size, check_trainer
+from seqcls.validation import (
+    Hardware,
+    OneLineErrorParser,
+    check_batch_size,
+    check_run_dir_for_strategy,
+    check_trainer,
+)
 
 CONFIG_FILE = "config.yaml"
 
@@ -99,6 +105,7 @@ class SeqclsCLI(LightningCLI):
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         config.checkpoint.dirpath = self.layout.checkpoints
+        check_run_dir_for_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.
         self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
         # fit without --ckpt_path continues the run directory's newest complete checkpoint.

@@ -19,6 +19,7 @@ from pytorch_lightning.accelerators import XLAAccelerator
 from pytorch_lightning.cli import LightningArgumentParser
 
 from seqcls.errors import ConfigurationError
+from seqcls.storage import is_remote
 
 CPU_CONFIG = "configs/trainer/cpu.yaml"
 _GPU = {"gpu", "cuda"}
@@ -121,6 +122,17 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
         raise ConfigurationError(
             f"--trainer.devices {devices}: this machine has {hardware.gpus} GPU(s); pass "
             f"--trainer.devices {hardware.gpus}, or -1 for every GPU"
+        )
+
+
+def check_run_dir_for_strategy(strategy: Any, run_dir: str) -> None:
+    """DeepSpeed writes its checkpoint folders with plain file calls, from every process."""
+    name = strategy if isinstance(strategy, str) else getattr(strategy, "class_path", "")
+    if "deepspeed" in str(name).lower() and is_remote(run_dir):
+        raise ConfigurationError(
+            f"--trainer.default_root_dir {run_dir}: DeepSpeed cannot write its checkpoint "
+            "folders to a bucket URL; give a local or mounted path (on Vertex AI "
+            "/gcs/BUCKET/..., the bucket mounted by Cloud Storage FUSE)"
         )
 
 

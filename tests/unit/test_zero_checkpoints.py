@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from jsonargparse import Namespace
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 import seqcls.export
 from seqcls.errors import ConfigurationError
 from seqcls.export import export_model
 from seqcls.resume import StartPoint, start_point
+from seqcls.validation import check_run_dir_for_strategy
 
 LIGHTNING_STATE = {
     "epoch": 2,
@@ -143,3 +145,16 @@ def test_a_deepspeed_folder_without_deepspeed_is_a_one_line_error(
     assert "\n" not in message
     assert str(folder) in message
     assert "pip install 'seqcls[deepspeed]'" in message
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    ["deepspeed_stage_2", Namespace(class_path="pytorch_lightning.strategies.DeepSpeedStrategy")],
+    ids=["name", "class_path"],
+)
+def test_deepspeed_with_a_bucket_url_run_directory_is_a_one_line_error(strategy: object) -> None:
+    with pytest.raises(ConfigurationError, match=r"/gcs/BUCKET") as error:
+        check_run_dir_for_strategy(strategy, "gs://bucket/runs/a")
+    assert "\n" not in str(error.value)
+    check_run_dir_for_strategy(strategy, "/gcs/bucket/runs/a")
+    check_run_dir_for_strategy("ddp", "gs://bucket/runs/a")
