@@ -24,7 +24,7 @@ from seqcls.loaders import (
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
-from seqcls.tables import require_columns
+from seqcls.tables import column_values, require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
@@ -180,7 +180,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         if names is None and isinstance(feature, datasets.ClassLabel):
             names = feature.names
         return infer_label_space(
-            split_labels(table[self.label_column], self.label_separator),
+            split_labels(column_values(table, self.label_column), self.label_separator),
             where=f"{source.label}, column {self.label_column!r}",
             column=self.label_column,
             names=names,

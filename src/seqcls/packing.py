@@ -14,7 +14,7 @@ import datasets
 import torch
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
-from seqcls.encoding import INDEX, texts_of
+from seqcls.encoding import INDEX, cache_key, texts_of, tokenize_rows
 from seqcls.errors import ConfigurationError
 from seqcls.sources import Source
 from seqcls.tables import require_columns
@@ -57,15 +57,8 @@ def tokenize_corpus(
             )
         )
 
-    return table.map(
-        encode,
-        batched=True,
-        with_indices=True,
-        remove_columns=table.column_names,
-        num_proc=num_proc,
-        desc=f"Tokenizing {source.label}",
-        load_from_cache_file=False,  # the seqcls cache is keyed more precisely
-    )
+    key = cache_key(source, tokenizer, spec)
+    return tokenize_rows(table, encode, key=key, num_proc=num_proc, path=source.label)
 
 
 def pack(documents: datasets.Dataset, block_size: int, *, where: str) -> datasets.Dataset:

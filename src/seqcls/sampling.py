@@ -6,6 +6,7 @@ from collections import defaultdict
 import datasets
 
 from seqcls.encoding import LABELS
+from seqcls.tables import column_values
 
 
 def hold_out(
@@ -18,7 +19,7 @@ def hold_out(
     """
     rng = random.Random(seed)
     groups: dict[object, list[int]] = defaultdict(list)
-    labels = train[LABELS] if stratify else [None] * len(train)
+    labels = column_values(train, LABELS) if stratify else [None] * len(train)
     for row, label in enumerate(labels):
         groups[label].append(row)
     held: list[int] = []
