@@ -27,7 +27,15 @@ _BF16 = {"bf16", "bf16-mixed", "bf16-true"}
 
 
 class OneLineErrorParser(LightningArgumentParser):
-    """A LightningCLI parser whose errors are one ``ConfigurationError`` line (module docstring)."""
+    """A LightningCLI parser whose errors are one ``ConfigurationError`` line (module docstring).
+
+    Abbreviated options are refused: argparse would take ``--trainer.max_epoch`` for
+    ``--trainer.max_epochs``, and a flag that works only until a longer one is added is a trap.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # jsonargparse is trying alternatives and catches this

@@ -92,6 +92,12 @@ def test_unknown_option_suggests_the_closest(capsys, tiny_bert: Path, tmp_path: 
     )
 
 
+def test_abbreviated_options_are_refused(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--trainer.max_epoch", "2")
+    assert line.startswith("seqcls: error: --trainer.max_epoch: unknown option; did you mean ")
+    assert "--trainer.max_epochs?" in line
+
+
 def test_unknown_key_in_a_config_file(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     config = tmp_path / "mine.yaml"
     config.write_text("data:\n  batch_sise: 8\n")
