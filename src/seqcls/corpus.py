@@ -177,7 +177,7 @@ class TextCorpusDataModule(pl.LightningDataModule):
         return eval_loader(
             blocks,
             batch_size=self.eval_batch_size,
-            collate=self.masking(fixed=True),  # type: ignore[arg-type]
+            collate=self.masking(fixed=True),
             num_workers=self.num_workers,
             trainer=self.trainer,
         )

@@ -8,12 +8,14 @@ import datasets
 import pytorch_lightning as pl
 from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import DataLoader
-from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded, load_tokenizer
 from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
 from seqcls.loaders import (
+    Collate,
     Padding,
+    check_buckets,
     collator,
     eval_loader,
     resolve_drop_last,
@@ -63,6 +65,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         drop_last: bool | None = None,
         group_by_length: bool = True,
         pad_to_multiple_of: int | None = None,
+        length_buckets: list[int] | None = None,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         train_fraction: float | None = None,
@@ -109,9 +112,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
             max_length: Longest input in tokens; longer inputs are truncated.
             padding: ``longest`` pads each batch to its longest input (rounded up to a
-                multiple of 8); ``max_length`` pads every batch to ``max_length``. By
-                default ``max_length`` on XLA (TPU), where each new shape compiles, else
-                ``longest``.
+                multiple of 8); ``max_length`` pads every batch to ``max_length``;
+                ``buckets`` pads each batch to the shortest of ``length_buckets`` that holds
+                it (on XLA: one compiled graph per bucket, far less padding than
+                ``max_length``). By default ``max_length`` on XLA (TPU), where each new
+                shape compiles, else ``longest``.
             drop_last: Drop the last incomplete training batch. By default only on XLA.
             group_by_length: Train on batches of similar lengths (random within large
                 sorted megabatches, batches in a new random order each epoch, seeded by
@@ -119,6 +124,9 @@ class TextClassificationDataModule(pl.LightningDataModule):
             pad_to_multiple_of: Round ``longest`` padding up to a multiple of this. By
                 default 8 on GPUs and TPUs (tensor-core shapes, fewer compiled shapes) and
                 none on CPU, where rounding only adds padding.
+            length_buckets: The lengths ``padding: buckets`` pads to; by default a quarter,
+                a half and all of ``max_length`` (32, 64, 128). Inputs are still truncated
+                to ``max_length``.
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
@@ -156,6 +164,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.tokenizer_name_or_path = tokenizer_name_or_path
         self.max_length, self.padding, self.drop_last = max_length, padding, drop_last
         self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
+        check_buckets(length_buckets, max_length)
+        self.length_buckets = length_buckets
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.num_workers, self.num_proc = num_workers, num_proc
@@ -278,10 +288,10 @@ class TextClassificationDataModule(pl.LightningDataModule):
         (rows,) = self.splits["predict"]
         return self._eval_loader(rows)
 
-    def collate(self) -> DataCollatorWithPadding:
+    def collate(self) -> Collate:
         padding = resolve_padding(self.padding, self.trainer)
         multiple = resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer)
-        return collator(self.tokenizer, padding, self.max_length, multiple)
+        return collator(self.tokenizer, padding, self.max_length, multiple, self.length_buckets)
 
     def _encode(self, source: Source, *, labelled: bool) -> datasets.Dataset:
         spec = EncodingSpec(

@@ -2,12 +2,14 @@
 
 On CPU and GPU each batch is padded to its longest input, and training batches group inputs
 of similar length (``samplers.py``). On XLA (TPU) every new shape compiles a new graph, so
-batches are padded to ``max_length`` and the last incomplete training batch is dropped.
+batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
+with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
 """
 
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import datasets
 import pytorch_lightning as pl
@@ -17,9 +19,11 @@ from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.accelerators import is_xla
+from seqcls.errors import ConfigurationError
 from seqcls.samplers import LengthGroupedSampler, token_lengths
 
-Padding = Literal["longest", "max_length"]
+Padding = Literal["longest", "max_length", "buckets"]
+Collate = Callable[[list[dict[str, Any]]], Any]
 
 
 def resolve_padding(padding: Padding | None, trainer: pl.Trainer | None) -> Padding:
@@ -47,20 +51,59 @@ def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None)
     return 1 if on_cpu else 8
 
 
+def default_buckets(max_length: int) -> list[int]:
+    """A quarter, a half and all of ``max_length``, in multiples of 8: 32, 64 and 128 for 128."""
+    return sorted({max(8, -(-max_length // part // 8) * 8) for part in (4, 2)} | {max_length})
+
+
+def check_buckets(buckets: Sequence[int] | None, max_length: int) -> None:
+    if buckets is not None and (min(buckets, default=0) < 1 or max(buckets) < max_length):
+        raise ConfigurationError(
+            f"--data.length_buckets {list(buckets)}: give positive lengths, the longest at "
+            f"least --data.max_length ({max_length}), which inputs are truncated to"
+        )
+
+
 def collator(
-    tokenizer: PreTrainedTokenizerBase, padding: Padding, max_length: int, pad_to_multiple_of: int
-) -> DataCollatorWithPadding:
+    tokenizer: PreTrainedTokenizerBase,
+    padding: Padding,
+    max_length: int,
+    pad_to_multiple_of: int,
+    buckets: Sequence[int] | None = None,
+) -> Collate:
     if padding == "max_length":
         return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=max_length)
+    if padding == "buckets":
+        return BucketPadding(tokenizer, buckets or default_buckets(max_length))
     multiple = pad_to_multiple_of if pad_to_multiple_of > 1 else None
     return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
+
+
+class BucketPadding:
+    """Pads each batch to the shortest bucket length that holds its longest input.
+
+    A compiler (XLA) then sees one shape per bucket instead of one per batch length, and
+    with length-grouped batches most batches fit a short bucket instead of ``max_length``.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, buckets: Sequence[int]) -> None:
+        self.buckets = sorted(buckets)
+        self.by_length = {
+            length: DataCollatorWithPadding(tokenizer, padding="max_length", max_length=length)
+            for length in self.buckets
+        }
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        longest = max(len(feature["input_ids"]) for feature in features)
+        fits = [length for length in self.buckets if length >= longest] or self.buckets[-1:]
+        return self.by_length[fits[0]](features)
 
 
 def train_loader(
     rows: datasets.Dataset,
     *,
     batch_size: int,
-    collate: DataCollatorWithPadding,
+    collate: Collate,
     num_workers: int,
     drop_last: bool,
     group_by_length: bool,
@@ -95,7 +138,7 @@ def eval_loader(
     rows: datasets.Dataset,
     *,
     batch_size: int,
-    collate: DataCollatorWithPadding,
+    collate: Collate,
     num_workers: int,
     trainer: pl.Trainer | None,
 ) -> DataLoader:

@@ -10,7 +10,8 @@ from pytorch_lightning.accelerators import CPUAccelerator, XLAAccelerator
 from torch.utils.data import DistributedSampler
 
 from seqcls.data import TextClassificationDataModule
-from seqcls.loaders import eval_loader, resolve_drop_last, resolve_padding
+from seqcls.errors import ConfigurationError
+from seqcls.loaders import default_buckets, eval_loader, resolve_drop_last, resolve_padding
 from seqcls.metrics import WeightedMean
 from seqcls.outputs import gather_in_input_order
 
@@ -59,6 +60,33 @@ def test_xla_trainer_gives_fixed_shapes_and_full_batches(make_data) -> None:
     data.setup("fit")
     shapes = [tuple(batch["input_ids"].shape) for batch in data.train_dataloader()]
     assert shapes == [(5, 24)] * 4
+
+
+def test_bucket_padding_pads_each_batch_to_the_shortest_bucket_that_holds_it(make_data) -> None:
+    data = make_data(max_length=64, batch_size=4, padding="buckets", length_buckets=[32, 40, 64])
+    data.trainer = fake_trainer(XLAAccelerator)
+    data.setup("fit")
+    widths = set()
+    for batch in data.train_dataloader():
+        longest = int(batch["attention_mask"].sum(dim=1).max())
+        width = batch["input_ids"].shape[1]
+        assert width == min(b for b in (32, 40, 64) if b >= longest), (longest, width)
+        widths.add(width)
+    assert len(widths) > 1  # the sample's lengths reach more than one bucket
+
+
+def test_default_buckets_are_a_quarter_a_half_and_all_of_max_length() -> None:
+    assert default_buckets(128) == [32, 64, 128]
+    assert default_buckets(512) == [128, 256, 512]
+    assert default_buckets(20) == [8, 16, 20]
+
+
+@pytest.mark.parametrize("buckets", [[0, 128], [32, 64]])
+def test_bad_length_buckets_are_a_one_line_error(make_data, buckets: list[int]) -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"^--data.length_buckets .*--data.max_length \(128\)"
+    ):
+        make_data(max_length=128, padding="buckets", length_buckets=buckets)
 
 
 @pytest.mark.parametrize(("rows", "world_size"), [(7, 2), (10, 4), (3, 3)])

@@ -50,29 +50,24 @@ def test_without_the_device_side_mask_every_step_syncs(
     assert syncs >= STEPS - WARM_UP
 
 
-def test_dynamic_padding_compiles_again_for_each_new_length(
-    train_on_xla: Train, tmp_path: Path
-) -> None:
-    # Texts of 1 to 60 words, so batches padded to their longest input vary in length.
+def varied_lengths(tmp_path: Path) -> str:
+    """Texts of 1 to 60 words, so batches padded to their longest input vary in length."""
     train_file = tmp_path / "lengths.csv"
     with train_file.open("w", newline="") as out:
         rows = csv.writer(out)
         rows.writerow(["text", "label"])
         for length in range(1, 61):
             rows.writerow([" ".join(["order"] * length), "long" if length > 30 else "short"])
-    # Another batch size than the other tests: their graphs, cached in this process, never
-    # match these.
-    run = train_on_xla(
-        steps=STEPS,
-        train_file=str(train_file),
-        validation_file=None,
-        batch_size=2,
-        padding="longest",
-    )
-    # From step 2 on a graph depends only on its shapes (step 1 also creates optimizer state).
-    seen: set[int] = set()
+    return str(train_file)
+
+
+def compiles_per_new_length(run: Run) -> int:
+    """Checks that after warm-up only a step of a length not seen before compiles; how many
+    lengths were new. (Step 1's graphs create the optimizer state, so they are not reused.)"""
+    warmed_up = run.steps[WARM_UP - 1 :]
+    seen = {warmed_up[0].seq_length}
     new_lengths = 0
-    for before, step in itertools.pairwise(run.steps):
+    for before, step in itertools.pairwise(warmed_up):
         added = step.compiles - before.compiles
         if step.seq_length in seen:
             assert added == 0, f"a length seen before ({step.seq_length}) compiled again"
@@ -80,5 +75,38 @@ def test_dynamic_padding_compiles_again_for_each_new_length(
             assert added > 0, f"a new length ({step.seq_length}) compiled nothing"
             new_lengths += 1
         seen.add(step.seq_length)
-    assert new_lengths >= 2
+    return new_lengths
+
+
+def test_dynamic_padding_compiles_again_for_each_new_length(
+    train_on_xla: Train, tmp_path: Path
+) -> None:
+    # Another batch size than the other tests: their graphs, cached in this process, never
+    # match these.
+    run = train_on_xla(
+        steps=STEPS,
+        train_file=varied_lengths(tmp_path),
+        validation_file=None,
+        batch_size=2,
+        padding="longest",
+    )
+    # From step 2 on a graph depends only on its shapes (step 1 also creates optimizer state).
+    assert compiles_per_new_length(run) >= 2
     assert run.trainer.train_dataloader.drop_last is True
+
+
+def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: Path) -> None:
+    buckets = [16, 24, 64]  # max_length 64: the words here take 3 to 62 tokens
+    # Batch size 3: no graph of the other tests, cached in this process, matches these. 16
+    # steps stay inside the first epoch (18 batches), before validation compiles its graphs.
+    run = train_on_xla(
+        steps=2 * STEPS,
+        train_file=varied_lengths(tmp_path),
+        validation_file=None,
+        batch_size=3,
+        padding="buckets",
+        length_buckets=buckets,
+    )
+    lengths = [step.seq_length for step in run.steps]
+    assert set(lengths) <= set(buckets)
+    assert compiles_per_new_length(run) >= 1
