@@ -101,6 +101,10 @@ def test_every_documented_command_runs(workspace: Path) -> None:
                 # Minutes of training on real data: its options are checked, its run is not.
                 assert parse_only, f"{doc}: mark {shlex.join(argv)} '# your files'"
                 load_benchmark("compare").parse_args(argv[2:])
+            elif argv[:2] == [".venv-xla/bin/python", "benchmarks/xla_buckets.py"]:
+                # Needs torch_xla (the XLA lane runs a smoke of it): its options are checked.
+                assert parse_only, f"{doc}: mark {shlex.join(argv)} '# your files'"
+                load_benchmark("xla_buckets").parse_args(argv[2:])
             else:
                 pytest.fail(f"{doc}: no test knows how to run {shlex.join(argv)}")
             ran += 1

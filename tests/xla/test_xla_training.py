@@ -6,14 +6,18 @@ does, so the counts here are the ones a TPU run would see.
 
 import csv
 import itertools
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from xla_cpu import Run, Train
+from xla_cpu import SAMPLE, Run, Train
 
 import seqcls.model
 
 pytestmark = pytest.mark.xla
+REPO = Path(__file__).resolve().parents[2]
 
 STEPS = 8
 # Step 1 creates the optimizer state and step 2 is the first to read it: two graphs. From
@@ -110,3 +114,24 @@ def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: 
     lengths = [step.seq_length for step in run.steps]
     assert set(lengths) <= set(buckets)
     assert compiles_per_new_length(run) >= 1
+
+
+def test_the_bucket_benchmark_runs_both_settings(tiny_bert: Path, tmp_path: Path) -> None:
+    # A smoke run of benchmarks/xla_buckets.py, so it keeps working; its timings mean nothing.
+    results = tmp_path / "buckets.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(REPO / "benchmarks" / "xla_buckets.py"),
+            "--model", str(tiny_bert), "--train", str(SAMPLE / "train.csv"),
+            "--max-train-samples", "24", "--max-length", "64", "--batch-size", "4",
+            "--steps", "3", "--json", str(results),
+        ],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = json.loads(results.read_text())["results"]
+    assert measured["max_length"]["lengths"] == [64]
+    assert set(measured["buckets"]["lengths"]) <= {16, 32, 64}
+    efficiency = {name: r["padding_efficiency"] for name, r in measured.items()}
+    assert 0 < efficiency["max_length"] < efficiency["buckets"] <= 1
+    assert "buckets / max_length, fit time:" in done.stdout
