@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,10 +89,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="another seqcls side: its name and seqcls arguments")  # fmt: skip
     p.add_argument("--cache-dir", type=Path, help="tokenization caches (default: fresh)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds of all sides in turn; tables show medians, spreads")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if (args.dataset is None) == (args.train is None or args.validation is None):
         p.error("give --train and --validation files, or a hub --dataset")
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     if not 0 <= args.warmup_steps < args.steps:
         p.error("--warmup-steps must be at least 0 and below --steps")
     return args
@@ -133,6 +138,17 @@ def run_side(name: str, side: dict[str, Any], args: argparse.Namespace, cache: P
     return result
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first run with every measure replaced by its median over ``runs``; each measure's
+    spread, (max - min) / median, under "spread"; and every run under "runs"."""
+    median: dict[str, Any] = {**runs[0], "runs": runs, "spread": {}}
+    for key in COLUMNS:
+        values = [run[key] for run in runs]
+        median[key] = statistics.median(values)
+        median["spread"][key] = (max(values) - min(values)) / median[key] if median[key] else 0.0
+    return median
+
+
 def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     """seqcls over HF for each measure, for every seqcls side against every HF side."""
     pairs = {}
@@ -151,6 +167,11 @@ def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str,
     rows = [[name, *(fmt.format(r[key]) for key, (_, fmt) in COLUMNS.items())]
             for name, r in results.items()]  # fmt: skip
     lines = [markdown_row(header), markdown_row(["---"] * len(header)), *map(markdown_row, rows)]
+    if any(len(r["runs"]) > 1 for r in results.values()):
+        lines += ["", markdown_row(["spread (max-min)/median", *header[1:]])]
+        lines.append(markdown_row(["---"] * len(header)))
+        for name, r in results.items():
+            lines.append(markdown_row([name, *(f"{r['spread'][key]:.0%}" for key in COLUMNS)]))
     if pairs:
         lines += ["", markdown_row(["seqcls / HF", *header[1:]])]
         lines.append(markdown_row(["---"] * len(header)))
@@ -170,22 +191,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return worker(json.loads(argv[1]), Path(argv[2]))
     args = parse_args(argv)
     sides = sides_of(args)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="seqcls-compare-cache-") as fresh:
         # Without --cache-dir every side starts cold, in its own folder: none reuses the
-        # tokens another side cached.
-        results = {}
-        for name, side in sides.items():
-            try:
-                results[name] = run_side(name, side, args, args.cache_dir or Path(fresh) / name)
-            except subprocess.SubprocessError as error:  # the other sides still count
-                print(f"compare: side {name} failed: {error}", file=sys.stderr)
+        # tokens another side (or round) cached. Rounds interleave the sides, so a change
+        # of load on the machine touches every side alike.
+        for round_ in range(args.repeat):
+            for name, side in sides.items():
+                cache = args.cache_dir or Path(fresh) / f"{name}-{round_}"
+                try:
+                    runs[name].append(run_side(name, side, args, cache))
+                except subprocess.SubprocessError as error:  # the other sides still count
+                    print(f"compare: side {name} failed: {error}", file=sys.stderr)
 
     import torch  # only now: the parent's imports are no side's business
     from measure import cpu_model, matmul_peak_flops
 
     peak = matmul_peak_flops(torch.float32)
-    for result in results.values():
+    for result in (run for side_runs in runs.values() for run in side_runs):
         result["mfu_useful"] = result["useful_flops_per_s"] / peak
+    results = {name: median_run(side_runs) for name, side_runs in runs.items() if side_runs}
     pairs = ratios(results)
     report = {
         "sides": results,

@@ -44,7 +44,7 @@ def test_compare_reports_both_sides_and_consistent_ratios(
             *("--text-column", "sentence", "--max-length", "32"),
             *("--max-train-samples", "24", "--batch-size", str(BATCH_SIZE)),
             *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),
-            *("--sides", "hf-best,seqcls-default"),
+            *("--sides", "hf-best,seqcls-default", "--repeat", "2"),
             *("--json", str(json_path)),
         ]
     )
@@ -61,6 +61,13 @@ def test_compare_reports_both_sides_and_consistent_ratios(
         assert side["mfu_useful"] > 0
         assert 0 <= side["dev_accuracy"] <= 1
         assert side["peak_rss_mib"] > 0
+        # Two rounds: the table's figures are the medians of the two runs.
+        speeds = [run["examples_per_s"] for run in side["runs"]]
+        assert len(speeds) == 2
+        assert side["examples_per_s"] == pytest.approx(sum(speeds) / 2)
+        assert side["spread"]["examples_per_s"] == pytest.approx(
+            abs(speeds[0] - speeds[1]) / side["examples_per_s"]
+        )
     (pair,) = report["ratios"].values()
     ours, theirs = sides["seqcls-default"], sides["hf-best"]
     assert pair["examples_per_s"] == pytest.approx(
