@@ -34,6 +34,7 @@ class TextCorpusDataModule(pl.LightningDataModule):
         validation_split: str | None = "validation",
         test_split: str = "test",
         text_column: str = "text",
+        text_pair_column: str | None = None,
         validation_fraction: float = 0.05,
         tokenizer_name_or_path: str | None = None,
         max_length: int = 128,
@@ -66,6 +67,8 @@ class TextCorpusDataModule(pl.LightningDataModule):
                 ``validation_fraction`` of the training documents.
             test_split: The hub split ``seqcls mlm test`` measures.
             text_column: Column holding the text (``text`` in a ``.txt`` file).
+            text_pair_column: A second text column, as in sentence-pair datasets: each
+                row then gives two documents, its text and its pair's.
             validation_fraction: Share of training documents held out (seeded) when there is
                 no validation set.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
@@ -102,7 +105,7 @@ class TextCorpusDataModule(pl.LightningDataModule):
                 "predict": None,
             },
         )
-        self.spec = CorpusSpec(text_column=text_column, offsets=whole_word_mask)
+        self.spec = CorpusSpec(text_column, text_pair_column, offsets=whole_word_mask)
         self.validation_fraction = validation_fraction
         self.tokenizer_name_or_path = tokenizer_name_or_path
         self.max_length = max_length

@@ -29,6 +29,7 @@ class CorpusSpec:
     """Everything besides the file and the tokenizer that changes the tokenized documents."""
 
     text_column: str
+    text_pair_column: str | None
     # Whole-word masking finds word boundaries in each token's character span.
     offsets: bool
 
@@ -42,10 +43,14 @@ def tokenize_corpus(
 ) -> datasets.Dataset:
     """Every document's tokens, untruncated, with the special-token mask (and offsets)."""
     table = source.read()
-    require_columns(table, {"text_column": spec.text_column}, path=source.label)
+    columns = {"text_column": spec.text_column, "text_pair_column": spec.text_pair_column}
+    require_columns(table, columns, path=source.label)
 
     def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
         texts = texts_of(batch, spec.text_column, indices, source.label)
+        if spec.text_pair_column:  # a pair's two texts are two documents, in row order
+            pairs = texts_of(batch, spec.text_pair_column, indices, source.label)
+            texts = [text for pair in zip(texts, pairs, strict=True) for text in pair]
         texts = [text for text in texts if text.strip()]  # blank lines are no documents
         # verbose=False: documents longer than the model takes are expected; blocks are not.
         return dict(

@@ -72,3 +72,28 @@ def test_too_little_text_names_the_flag(tmp_path: Path, tiny_bert: Path) -> None
     data = corpus(tmp_path, tiny_bert, "one short line\n", max_length=64)
     with pytest.raises(ConfigurationError, match=r"--data.max_length 64"):
         data.setup("validate")
+
+
+def test_a_pair_column_gives_two_documents_per_row(tmp_path: Path, tiny_bert: Path) -> None:
+    path = tmp_path / "pairs.csv"
+    rows = [f"the parcel {n} arrived late,the box {n} was damaged,1" for n in range(100)]
+    path.write_text("premise,hypothesis,label\n" + "\n".join(rows) + "\n")
+    options = {"tokenizer_name_or_path": str(tiny_bert), "cache_dir": str(tmp_path / "cache")}
+    documents = {}
+    for pair in [None, "hypothesis"]:
+        data = TextCorpusDataModule(
+            train_file=str(path),
+            text_column="premise",
+            text_pair_column=pair,
+            max_length=8,
+            **options,  # type: ignore[arg-type]
+        )
+        data.setup("fit")
+        tokens = [t for ids in data.splits["train"]["input_ids"] for t in ids]
+        documents[pair] = tokens.count(data.tokenizer.cls_token_id)
+        text = data.tokenizer.decode(tokens)
+        assert ("damaged" in text) == (pair is not None)
+    assert documents["hypothesis"] >= 2 * documents[None] - 2
+    with pytest.raises(ConfigurationError, match=r"text_pair_column"):
+        TextCorpusDataModule(train_file=str(path), text_column="premise",
+                             text_pair_column="second", **options).setup("fit")  # fmt: skip
