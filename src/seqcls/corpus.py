@@ -89,21 +89,15 @@ class TextCorpusDataModule(pl.LightningDataModule):
                 ``~/.cache/seqcls``.
         """
         super().__init__()
-        self.sources = SplitSources(
-            files={
-                "train": train_file,
-                "validation": validation_file,
-                "test": test_file,
-                "predict": None,
-            },
-            dataset_name=dataset_name,
-            dataset_config=dataset_config,
-            hub_splits={
-                "train": train_split,
-                "validation": validation_split,
-                "test": test_split,
-                "predict": None,
-            },
+        self.sources = SplitSources.from_arguments(
+            dataset_name,
+            dataset_config,
+            train_file=train_file,
+            validation_file=validation_file,
+            test_file=test_file,
+            train_split=train_split,
+            validation_split=validation_split,
+            test_split=test_split,
         )
         self.spec = CorpusSpec(text_column, text_pair_column, offsets=whole_word_mask)
         self.validation_fraction = validation_fraction

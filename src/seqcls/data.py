@@ -141,21 +141,17 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 ``~/.cache/seqcls``.
         """
         super().__init__()
-        self.sources = SplitSources(
-            files={
-                "train": train_file,
-                "validation": validation_file,
-                "test": test_file,
-                "predict": predict_file,
-            },
-            dataset_name=dataset_name,
-            dataset_config=dataset_config,
-            hub_splits={
-                "train": train_split,
-                "validation": validation_split,
-                "test": test_split,
-                "predict": predict_split,
-            },
+        self.sources = SplitSources.from_arguments(
+            dataset_name,
+            dataset_config,
+            train_file=train_file,
+            validation_file=validation_file,
+            test_file=test_file,
+            predict_file=predict_file,
+            train_split=train_split,
+            validation_split=validation_split,
+            test_split=test_split,
+            predict_split=predict_split,
         )
         self.text_column, self.text_pair_column = text_column, text_pair_column
         self.label_column, self.label_separator = label_column, label_separator

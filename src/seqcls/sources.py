@@ -1,7 +1,7 @@
 """Where a split's rows come from: a local or remote file, or a split of a hub dataset."""
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, get_args
 
 import datasets
 
@@ -66,6 +66,20 @@ class SplitSources:
     dataset_name: str | None
     dataset_config: str | None
     hub_splits: dict[Split, str | list[str] | None]
+
+    @classmethod
+    def from_arguments(
+        cls, dataset_name: str | None, dataset_config: str | None, **arguments: Any
+    ) -> "SplitSources":
+        """From a data module's ``SPLIT_file`` and ``SPLIT_split`` arguments; a split it
+        does not take has none of either."""
+        splits: tuple[Split, ...] = get_args(Split)
+        return cls(
+            files={split: arguments.get(f"{split}_file") for split in splits},
+            dataset_name=dataset_name,
+            dataset_config=dataset_config,
+            hub_splits={split: arguments.get(f"{split}_split") for split in splits},
+        )
 
     def __post_init__(self) -> None:
         if not self.use_files and self.dataset_name is None:
