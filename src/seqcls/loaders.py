@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import datasets
 import pytorch_lightning as pl
-from pytorch_lightning.accelerators import CPUAccelerator
+from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
 from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
@@ -54,6 +54,12 @@ def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None)
 def default_buckets(max_length: int) -> list[int]:
     """A quarter, a half and all of ``max_length``, in multiples of 8: 32, 64 and 128 for 128."""
     return sorted({max(8, -(-max_length // part // 8) * 8) for part in (4, 2)} | {max_length})
+
+
+def on_cuda(trainer: pl.Trainer | None) -> bool:
+    """Batches in page-locked memory on a CUDA GPU: their copy to the GPU can then overlap
+    the previous step's work, since Lightning copies them with non_blocking=True."""
+    return trainer is not None and isinstance(trainer.accelerator, CUDAAccelerator)
 
 
 def check_buckets(buckets: Sequence[int] | None, max_length: int) -> None:
@@ -131,6 +137,7 @@ def train_loader(
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
+        pin_memory=on_cuda(trainer),
     )
 
 
@@ -160,4 +167,5 @@ def eval_loader(
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
+        pin_memory=on_cuda(trainer),
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import torch
-from pytorch_lightning.accelerators import CPUAccelerator, XLAAccelerator
+from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
 from torch.utils.data import DistributedSampler
 
 from seqcls.data import TextClassificationDataModule
@@ -73,6 +73,15 @@ def test_bucket_padding_pads_each_batch_to_the_shortest_bucket_that_holds_it(mak
         assert width == min(b for b in (32, 40, 64) if b >= longest), (longest, width)
         widths.add(width)
     assert len(widths) > 1  # the sample's lengths reach more than one bucket
+
+
+def test_batches_are_pinned_for_a_cuda_gpu_only(make_data) -> None:
+    data = make_data()
+    data.setup("fit")
+    for accelerator, pinned in [(CUDAAccelerator, True), (CPUAccelerator, False)]:
+        data.trainer = fake_trainer(accelerator)
+        assert data.train_dataloader().pin_memory is pinned
+        assert all(loader.pin_memory is pinned for loader in data.val_dataloader())
 
 
 def test_default_buckets_are_a_quarter_a_half_and_all_of_max_length() -> None:
