@@ -24,7 +24,7 @@ from seqcls.loaders import (
     train_loader,
 )
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
-from seqcls.sampling import hold_out, subsample
+from seqcls.sampling import Subset, hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
 from seqcls.tables import column_values, require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
@@ -131,7 +131,8 @@ class TextClassificationDataModule(pl.LightningDataModule):
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
             max_train_samples: Train on at most the first N training rows (after
-                ``train_fraction``).
+                ``train_fraction``). With a validation set, only the chosen rows are
+                tokenized.
             num_workers: Background processes that collate batches.
             num_proc: Processes that tokenize; by default several from 50,000 rows on.
             output_format: ``seqcls predict`` writes ``predictions.csv``, ``predictions.jsonl``
@@ -232,12 +233,12 @@ class TextClassificationDataModule(pl.LightningDataModule):
             splits.append("train")  # the held-out rows come from it
         for split in splits:
             for source in self.sources.of(split):
-                self._encode(source, labelled=split != "predict")
+                self._encode(source, labelled=split != "predict", subset=self._subset(split))
 
     def setup(self, stage: str) -> None:
         for split in _STAGE_SPLITS[stage]:
             self.splits[split] = [
-                self._encode(source, labelled=split != "predict")
+                self._encode(source, labelled=split != "predict", subset=self._subset(split))
                 for source in self.sources.of(split)
             ]
         if stage in ("fit", "validate") and not self.sources.has_validation():
@@ -251,12 +252,13 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 self.splits["train"] = [rest]
         if stage == "fit":
             (train,) = self.splits["train"]
-            train = subsample(
-                train,
-                fraction=self.train_fraction,
-                max_samples=self.max_train_samples,
-                seed=self.seed,
-            )
+            if not self.sources.has_validation():  # else chosen before tokenizing (_subset)
+                train = subsample(
+                    train,
+                    fraction=self.train_fraction,
+                    max_samples=self.max_train_samples,
+                    seed=self.seed,
+                )
             self.splits["train"] = [train]
             self._show_examples(train)
 
@@ -289,7 +291,21 @@ class TextClassificationDataModule(pl.LightningDataModule):
         multiple = resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer)
         return collator(self.tokenizer, padding, self.max_length, multiple, self.length_buckets)
 
-    def _encode(self, source: Source, *, labelled: bool) -> datasets.Dataset:
+    def _subset(self, split: Split) -> Subset | None:
+        """The training rows to tokenize, when fewer than all: the rest are never tokenized.
+
+        Without a validation set the held-out rows come first, out of all the training rows,
+        so the subset is taken after tokenizing (in ``setup``).
+        """
+        if split != "train" or not self.sources.has_validation():
+            return None
+        if self.train_fraction is None and self.max_train_samples is None:
+            return None
+        return Subset(self.train_fraction, self.max_train_samples, self.seed)
+
+    def _encode(
+        self, source: Source, *, labelled: bool, subset: Subset | None = None
+    ) -> datasets.Dataset:
         spec = EncodingSpec(
             text_column=self.text_column,
             text_pair_column=self.text_pair_column,
@@ -297,6 +313,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
             label_separator=self.label_separator,
             labels=self.label_space if labelled else None,
             max_length=self.max_length,
+            subset=subset,
         )
         return load_encoded(
             source,

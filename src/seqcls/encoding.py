@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -18,6 +18,9 @@ from seqcls.labels import LabelSpace, Target, encode_labels, is_unlabelled, spli
 from seqcls.sources import Source
 from seqcls.storage import local_model_dir
 from seqcls.tables import column_values, require_columns
+
+if TYPE_CHECKING:  # sampling imports this module
+    from seqcls.sampling import Subset
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ class EncodingSpec:
     label_separator: str | None
     labels: LabelSpace | None
     max_length: int
+    # Training rows chosen before tokenizing (--data.train_fraction, --data.max_train_samples).
+    subset: "Subset | None" = None
 
 
 def default_cache_dir() -> Path:
@@ -127,7 +132,7 @@ def encode_table(
     spec: EncodingSpec,
     num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """Tokenize every row (batched) and attach its training target and row index."""
+    """Tokenize every row (batched), or the subset's, and attach its target and row index."""
     table = source.read()
     path = source.label
     require_columns(
@@ -152,8 +157,14 @@ def encode_table(
                 "GLUE test splits), so there is nothing to score; use seqcls predict instead"
             )
         targets = encode_labels(values, spec.labels, where=f"{path}, column {spec.label_column!r}")
+    # Labels are checked in every row above (cheap); only the chosen rows are tokenized.
+    chosen = spec.subset.rows(len(table)) if spec.subset is not None else None
+    if chosen is not None:
+        table = table.select(chosen)
 
-    def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
+    def encode(batch: dict[str, list[Any]], positions: list[int]) -> dict[str, list[Any]]:
+        # Rows keep their numbers in the file, whichever subset is tokenized.
+        indices = [chosen[p] for p in positions] if chosen is not None else positions
         texts = texts_of(batch, spec.text_column, indices, path)
         pairs = (
             texts_of(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None

@@ -2,6 +2,7 @@
 
 import random
 from collections import defaultdict
+from dataclasses import dataclass
 
 import datasets
 
@@ -32,13 +33,28 @@ def hold_out(
     return train.select(kept), train.select(sorted(held))
 
 
+@dataclass(frozen=True)
+class Subset:
+    """Which training rows train: a seeded random ``fraction``, then at most ``max_samples``."""
+
+    fraction: float | None
+    max_samples: int | None
+    seed: int
+
+    def rows(self, count: int) -> list[int] | None:
+        """The chosen rows of ``count``, in their order; None for all of them."""
+        rows: range | list[int] = range(count)
+        if self.fraction is not None and self.fraction < 1.0:
+            chosen = max(1, round(count * self.fraction))
+            rows = sorted(random.Random(self.seed).sample(rows, chosen))
+        if self.max_samples is not None:
+            rows = rows[: self.max_samples]
+        return None if len(rows) == count else list(rows)
+
+
 def subsample(
     train: datasets.Dataset, *, fraction: float | None, max_samples: int | None, seed: int
 ) -> datasets.Dataset:
     """A seeded random ``fraction`` of the rows, then at most the first ``max_samples``."""
-    if fraction is not None and fraction < 1.0:
-        count = max(1, round(len(train) * fraction))
-        train = train.select(sorted(random.Random(seed).sample(range(len(train)), count)))
-    if max_samples is not None:
-        train = train.select(range(min(max_samples, len(train))))
-    return train
+    rows = Subset(fraction, max_samples, seed).rows(len(train))
+    return train if rows is None else train.select(rows)

@@ -250,6 +250,27 @@ def test_train_fraction_takes_a_seeded_share_then_max_train_samples_caps(make_da
     assert capped.splits["train"][0]["index"] == half[:5]
 
 
+def test_only_the_chosen_training_rows_are_tokenized(make_data, monkeypatch) -> None:
+    full = make_data()
+    full.setup("fit")
+    sizes: list[int] = []
+    tokenize = seqcls.encoding.tokenize_rows
+    monkeypatch.setattr(
+        seqcls.encoding,
+        "tokenize_rows",
+        lambda table, encode, **kw: sizes.append(len(table)) or tokenize(table, encode, **kw),
+    )
+    data = make_data(train_fraction=0.5, max_train_samples=5)
+    data.setup("fit")
+    assert sizes == [5]  # validation came from the cache: only the 5 training rows were new
+    (train,) = data.splits["train"]
+    chosen = train["index"]
+    # The same rows, numbered as in the file, with the same tokens and labels as a full run.
+    (everything,) = full.splits["train"]
+    assert train["input_ids"] == everything.select(chosen)["input_ids"]
+    assert train["labels"] == everything.select(chosen)["labels"]
+
+
 def test_tokenizing_in_several_processes_gives_the_same_rows(make_data, tmp_path: Path) -> None:
     serial = make_data()
     serial.setup("fit")
