@@ -64,6 +64,7 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
             max_length=args.max_length,
             batch_size=args.batch_size,
             padding=padding,  # type: ignore[arg-type]
+            group_by_length=True,  # buckets pay most when batches hold similar lengths
             tokenizer_name_or_path=args.model,
             cache_dir=f"{scratch}/cache",
         )

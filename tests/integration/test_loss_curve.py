@@ -10,9 +10,10 @@ from seqcls.cli import main
 REPO = Path(__file__).resolve().parents[2]
 # seqcls fit: tiny BERT (seed 0), sample data, 8 steps of batch 8, lr 1e-2, seed_everything 42.
 # Re-pin only for a deliberate change, and say why in the commit.
-# Re-pinned when length-grouped batches became the default; with --data.group_by_length false
-# --data.pad_to_multiple_of 8 the run still gives the earlier curve, exactly.
-PINNED = [1.386974, 1.39977, 1.397975, 1.369771, 1.354982, 1.357808, 1.417995, 1.376605]
+# Re-pinned when length grouping stopped being the default (it cost STS-B accuracy): rows
+# are shuffled one by one again, and --data.pad_to_multiple_of 8 gives the original curve
+# exactly (dropout's random draws follow the padded length, so padding changes the numbers).
+PINNED = [1.388781, 1.383691, 1.393123, 1.362833, 1.321967, 1.368761, 1.532606, 1.513466]
 
 
 def test_loss_curve_is_pinned(tiny_bert: Path, tmp_path: Path) -> None:
