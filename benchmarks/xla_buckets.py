@@ -12,7 +12,6 @@ TPU it uses one XLA:CPU device, as the lane does (``tests/xla/xla_cpu.py``)::
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -43,13 +42,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
     """One setting, in this process: seqcls's model and data module on one XLA device."""
-    import pytorch_lightning as pl
-    import torch
     import torch_xla.debug.metrics as met
-    from pytorch_lightning.strategies import SingleDeviceXLAStrategy
 
     sys.path.insert(0, str(REPO / "tests" / "xla"))
-    from xla_cpu import CPUXLAAccelerator, StepCounts
+    from xla_cpu import StepCounts, one_device_trainer
 
     from seqcls.data import TextClassificationDataModule
     from seqcls.model import SequenceClassifier
@@ -86,21 +82,7 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
 
         data.collate = counting_collate  # type: ignore[method-assign]
 
-        on_tpu = os.environ.get("PJRT_DEVICE") == "TPU"
-        trainer = pl.Trainer(
-            accelerator="tpu" if on_tpu else CPUXLAAccelerator(),
-            strategy=SingleDeviceXLAStrategy(device=torch.device("xla", 0)),
-            devices=1,
-            max_steps=args.steps,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[counts],
-            default_root_dir=scratch,
-        )
+        trainer = one_device_trainer(args.steps, [counts], scratch)
         started = time.perf_counter()
         trainer.fit(model, datamodule=data)
         seconds = time.perf_counter() - started

@@ -5,8 +5,7 @@ from typing import Any
 
 import pytest
 import pytorch_lightning as pl
-import torch
-from xla_cpu import SAMPLE, CPUXLAAccelerator, Run, StepCounts, Train
+from xla_cpu import SAMPLE, Run, StepCounts, Train, one_device_trainer
 
 from seqcls.data import TextClassificationDataModule
 from seqcls.model import SequenceClassifier
@@ -18,7 +17,6 @@ def train_on_xla(tiny_bert: Path, tmp_path: Path) -> Train:
     pytest.importorskip(
         "torch_xla", reason="torch_xla is not installed: bash scripts/test.sh --xla runs this lane"
     )
-    from pytorch_lightning.strategies import SingleDeviceXLAStrategy
 
     def train(*, steps: int, **data_options: Any) -> Run:
         options: dict[str, Any] = {
@@ -38,22 +36,7 @@ def train_on_xla(tiny_bert: Path, tmp_path: Path) -> Train:
             metrics=data.metrics,
         )
         counts = StepCounts()
-        # No logger, progress bar or validation: each would read values back on its own
-        # schedule, and these tests count what the training step itself does.
-        trainer = pl.Trainer(
-            accelerator=CPUXLAAccelerator(),
-            strategy=SingleDeviceXLAStrategy(device=torch.device("xla", 0)),
-            devices=1,
-            max_steps=steps,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[counts],
-            default_root_dir=tmp_path,
-        )
+        trainer = one_device_trainer(steps, [counts], tmp_path)
         pl.seed_everything(0)
         trainer.fit(model, datamodule=data)
         return Run(trainer, data, counts.steps)

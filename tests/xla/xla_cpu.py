@@ -88,3 +88,26 @@ class Run:
 
 
 Train = Callable[..., Run]
+
+
+def one_device_trainer(steps: int, callbacks: list[pl.Callback], root: str | Path) -> pl.Trainer:
+    """A Trainer on one XLA device (a TPU core where PJRT_DEVICE=TPU, else the CPU) that only
+    trains: no logger, progress bar, checkpoints or validation, each of which would read
+    values back to the host on its own schedule."""
+    from pytorch_lightning.strategies import SingleDeviceXLAStrategy
+
+    on_tpu = os.environ.get("PJRT_DEVICE") == "TPU"
+    return pl.Trainer(
+        accelerator="tpu" if on_tpu else CPUXLAAccelerator(),
+        strategy=SingleDeviceXLAStrategy(device=torch.device("xla", 0)),
+        devices=1,
+        max_steps=steps,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        default_root_dir=root,
+    )
