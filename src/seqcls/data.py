@@ -254,7 +254,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
                 self.splits["train"] = [rest]
         if stage == "fit":
             (train,) = self.splits["train"]
-            if not self.sources.has_validation():  # else chosen before tokenizing (_subset)
+            if self._subset("train") is None:  # else already chosen before tokenizing
                 train = subsample(
                     train,
                     fraction=self.train_fraction,
