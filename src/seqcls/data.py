@@ -26,6 +26,7 @@ from seqcls.loaders import (
 from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
 from seqcls.sampling import Subset, hold_out, subsample
 from seqcls.sources import Source, Split, SplitSources
+from seqcls.sub_batches import SubBatches, resolve_sub_batches
 from seqcls.tables import column_values, require_columns
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
@@ -66,6 +67,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         group_by_length: bool = False,
         pad_to_multiple_of: int | None = None,
         length_buckets: list[int] | None = None,
+        sub_batches: int | None = None,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         train_fraction: float | None = None,
@@ -129,6 +131,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
             length_buckets: The lengths ``padding: buckets`` pads to; by default a quarter,
                 a half and all of ``max_length`` (32, 64, 128). Inputs are still truncated
                 to ``max_length``.
+            sub_batches: Run each batch as up to this many forward passes over its rows
+                sorted by length, each padded to its own longest row: the same rows and the
+                same mean loss as one pass, with far less padding (docs/benchmarks.md). By
+                default 4 on CPU with ``padding: longest`` (training batches: without
+                ``group_by_length``), else 1.
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
@@ -164,7 +171,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         self.max_length, self.padding, self.drop_last = max_length, padding, drop_last
         self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
         check_buckets(length_buckets, max_length)
-        self.length_buckets = length_buckets
+        self.length_buckets, self.sub_batches = length_buckets, sub_batches
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.num_workers, self.num_proc = num_workers, num_proc
@@ -269,7 +276,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
         return train_loader(
             train,
             batch_size=self.batch_size,
-            collate=self.collate(),
+            collate=self.collate(training=True),
             num_workers=self.num_workers,
             drop_last=resolve_drop_last(self.drop_last, self.trainer),
             group_by_length=self.group_by_length,
@@ -288,10 +295,19 @@ class TextClassificationDataModule(pl.LightningDataModule):
         (rows,) = self.splits["predict"]
         return self._eval_loader(rows)
 
-    def collate(self) -> Collate:
+    def collate(self, *, training: bool = False) -> Collate:
+        """Pads rows into a batch, or into its sub-batches where those are on."""
         padding = resolve_padding(self.padding, self.trainer)
         multiple = resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer)
-        return collator(self.tokenizer, padding, self.max_length, multiple, self.length_buckets)
+        pad = collator(self.tokenizer, padding, self.max_length, multiple, self.length_buckets)
+        pieces = resolve_sub_batches(
+            self.sub_batches,
+            padding=padding,
+            # Evaluation batches are never grouped: their rows come in file order.
+            group_by_length=self.group_by_length and training,
+            trainer=self.trainer,
+        )
+        return SubBatches(pad, pieces) if pieces > 1 else pad
 
     def _subset(self, split: Split) -> Subset | None:
         """The training rows to tokenize, when fewer than all: the rest are never tokenized.

@@ -1,7 +1,8 @@
 """Batches from tokenized rows: padding, last-batch and sharding rules per accelerator.
 
-On CPU and GPU each batch is padded to its longest input, and training batches group inputs
-of similar length (``samplers.py``). On XLA (TPU) every new shape compiles a new graph, so
+On CPU and GPU each batch is padded to its longest input; training batches may group inputs
+of similar length (``samplers.py``), and on a CPU each batch runs as a few length-sorted
+pieces (``sub_batches.py``). On XLA (TPU) every new shape compiles a new graph, so
 batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
 with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is

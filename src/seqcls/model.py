@@ -18,8 +18,7 @@ from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType
 from seqcls.metrics import DEFAULT_METRICS, WeightedMean, build_metrics
 from seqcls.storage import local_model_dir
-
-Batch = dict[str, torch.Tensor]
+from seqcls.sub_batches import Batch, BatchOrPieces, pieces_of
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -104,23 +103,32 @@ class SequenceClassifier(pl.LightningModule):
         inputs = {key: value for key, value in batch.items() if key != INDEX}
         return self.model(**inputs)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss: torch.Tensor = self(batch).loss
+    def training_step(self, batch: BatchOrPieces, batch_idx: int) -> torch.Tensor:
+        pieces = pieces_of(batch)
+        rows = sum(len(piece[LABELS]) for piece in pieces)
+        # Every loss here is a mean over rows (over rows and labels for multi-label), so
+        # weighting each piece's by its share of rows gives the whole batch's mean exactly.
+        losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
+        loss: torch.Tensor = torch.stack(losses).sum() if len(losses) > 1 else losses[0]
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
         in_progress_bar = not is_xla(self.trainer)
-        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=len(batch[LABELS]))
+        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=rows)
         return loss
 
-    def validation_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+    def validation_step(
+        self, batch: BatchOrPieces, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
         metrics = cast(MetricCollection, self.val_metrics[dataloader_idx])
         self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
 
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
+    def test_step(self, batch: BatchOrPieces, batch_idx: int) -> None:
         self._evaluate(batch, self.test_metrics, self.test_loss)
 
-    def predict_step(self, batch: Batch, batch_idx: int) -> dict[str, torch.Tensor]:
-        return {INDEX: batch[INDEX], "scores": self.scores(self(batch).logits)}
+    def predict_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
+        pieces = pieces_of(batch)
+        scores = [self.scores(self(piece).logits) for piece in pieces]
+        return {INDEX: torch.cat([piece[INDEX] for piece in pieces]), "scores": torch.cat(scores)}
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
@@ -131,18 +139,23 @@ class SequenceClassifier(pl.LightningModule):
             return logits.sigmoid()
         return logits.softmax(dim=-1)
 
-    def _evaluate(self, batch: Batch, metrics: MetricCollection, loss: WeightedMean) -> None:
-        output = self(batch)
-        labels = batch[LABELS]
-        scores = self.scores(output.logits)
-        if self.labels.problem_type == "single_label_classification":
-            scores = scores.argmax(dim=-1)
-        elif self.labels.problem_type == "multi_label_classification":
-            labels = labels.int()
-        metrics.update(scores, labels)
+    def _evaluate(
+        self, batch: BatchOrPieces, metrics: MetricCollection, loss: WeightedMean
+    ) -> None:
+        rows = 0
+        for piece in pieces_of(batch):
+            output = self(piece)
+            labels = piece[LABELS]
+            scores = self.scores(output.logits)
+            if self.labels.problem_type == "single_label_classification":
+                scores = scores.argmax(dim=-1)
+            elif self.labels.problem_type == "multi_label_classification":
+                labels = labels.int()
+            metrics.update(scores, labels)
+            loss.update(output.loss, weight=len(labels))
+            rows += len(labels)
         prefix = metrics.prefix or ""
-        log_options: dict[str, Any] = {"batch_size": len(labels), "add_dataloader_idx": False}
-        loss.update(output.loss, weight=len(labels))
+        log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
         self.log(f"{prefix}loss", loss, **log_options)
         self.log_dict(metrics, prog_bar=True, **log_options)
 

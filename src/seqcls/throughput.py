@@ -46,12 +46,15 @@ class Throughput(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        # Collators return a dict or a BatchEncoding (a Mapping, not a dict).
-        ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
-        if not isinstance(ids, torch.Tensor):
+        # Collators return a dict or a BatchEncoding (a Mapping, not a dict), or a list of
+        # them for a batch run as sub-batches.
+        pieces = batch if isinstance(batch, list) else [batch]
+        ids = [piece.get("input_ids") for piece in pieces if isinstance(piece, Mapping)]
+        tensors = [piece_ids for piece_ids in ids if isinstance(piece_ids, torch.Tensor)]
+        if not tensors or len(tensors) < len(pieces):
             return
-        self.samples += ids.shape[0]
-        self.tokens += ids.numel()
+        self.samples += sum(piece_ids.shape[0] for piece_ids in tensors)
+        self.tokens += sum(piece_ids.numel() for piece_ids in tensors)
         self.batches += 1
         # Set on the Trainer by Lightning from --trainer.log_every_n_steps (undeclared).
         if self.batches < int(getattr(trainer, "log_every_n_steps", 50)):

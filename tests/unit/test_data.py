@@ -10,6 +10,7 @@ from pytorch_lightning.accelerators import CUDAAccelerator
 import seqcls.encoding
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
+from seqcls.sub_batches import pieces_of
 
 TRAIN = [
     ("the parcel never arrived", "the courier lost it", "shipping"),
@@ -122,7 +123,7 @@ def test_another_tokenizer_does_not_reuse_the_cache(make_data, tiny_roberta: Pat
 
 
 def test_batches_pad_to_the_longest_on_cpu_and_round_to_eight_on_gpus(make_data) -> None:
-    data = make_data()
+    data = make_data(sub_batches=1)  # whole batches: sub-batches are tested on their own
     data.setup("fit")
     batch = next(iter(data.val_dataloader()[0]))
     lengths = batch["attention_mask"].sum(dim=1)
@@ -155,13 +156,14 @@ def test_train_loader_shuffles_and_eval_loaders_do_not(make_data) -> None:
     data.setup("fit")
     torch.manual_seed(0)
     train = data.train_dataloader()  # one loader, two epochs: each gets its own order
-    first = torch.cat([batch["index"] for batch in train]).tolist()
-    second = torch.cat([batch["index"] for batch in train]).tolist()
+    first = torch.cat([piece["index"] for batch in train for piece in pieces_of(batch)]).tolist()
+    second = torch.cat([piece["index"] for batch in train for piece in pieces_of(batch)]).tolist()
     assert sorted(first) == list(range(len(TRAIN)))
     assert first != list(range(len(TRAIN)))
     assert first != second
-    ordered = torch.cat([batch["index"] for batch in data.val_dataloader()[0]]).tolist()
-    assert ordered == list(range(8))
+    batches = [torch.cat([p["index"] for p in pieces_of(b)]) for b in data.val_dataloader()[0]]
+    # Batches in file order; inside a batch, sub-batches order rows by length.
+    assert [sorted(batch.tolist()) for batch in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
 def test_max_train_samples_keeps_the_first_rows(make_data) -> None:
@@ -174,9 +176,9 @@ def test_max_train_samples_keeps_the_first_rows(make_data) -> None:
 def test_predict_needs_no_label_column(make_data) -> None:
     data = make_data(label_names=["account", "billing", "shipping", "technical"])
     data.setup("predict")
-    batch = next(iter(data.predict_dataloader()))
-    assert "labels" not in batch
-    assert batch["index"].tolist() == [0, 1, 2, 3]
+    pieces = pieces_of(next(iter(data.predict_dataloader())))
+    assert all("labels" not in piece for piece in pieces)
+    assert sorted(torch.cat([piece["index"] for piece in pieces]).tolist()) == [0, 1, 2, 3]
 
 
 def test_training_examples_are_shown_decoded(make_data, caplog) -> None:

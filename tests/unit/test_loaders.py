@@ -14,6 +14,7 @@ from seqcls.errors import ConfigurationError
 from seqcls.loaders import default_buckets, eval_loader, resolve_drop_last, resolve_padding
 from seqcls.metrics import WeightedMean
 from seqcls.outputs import gather_in_input_order
+from seqcls.sub_batches import pieces_of
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
@@ -114,7 +115,7 @@ def test_distributed_evaluation_scores_each_row_exactly_once(
             num_workers=0,
             trainer=fake_trainer(CPUAccelerator, world_size, rank),
         )
-        seen += torch.cat([batch["index"] for batch in loader]).tolist()
+        seen += torch.cat([p["index"] for batch in loader for p in pieces_of(batch)]).tolist()
     assert sorted(seen) == list(range(rows))
 
 

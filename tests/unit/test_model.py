@@ -68,7 +68,7 @@ def test_loss_falls_on_a_fixed_batch(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     tokenizer = request.getfixturevalue(fixture)
-    data = sample_data(tokenizer, tmp_path / "cache")
+    data = sample_data(tokenizer, tmp_path / "cache", sub_batches=1)
     data.setup("fit")
     batch = next(iter(data.val_dataloader()[0]))
     torch.manual_seed(0)

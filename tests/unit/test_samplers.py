@@ -9,6 +9,7 @@ from pytorch_lightning.accelerators import CPUAccelerator
 
 from seqcls.data import TextClassificationDataModule
 from seqcls.samplers import LengthGroupedSampler
+from seqcls.sub_batches import pieces_of
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 BATCH = 8
@@ -139,7 +140,7 @@ def test_the_train_loader_shuffles_either_way(
     orders = []
     for _ in range(2):
         batches = list(loader)
-        orders.append(torch.cat([b["index"] for b in batches]).tolist())
+        orders.append(torch.cat([p["index"] for b in batches for p in pieces_of(b)]).tolist())
         assert sorted(orders[-1]) == list(range(64))
     assert orders[0] != orders[1]
     assert orders[0] != list(range(64))
