@@ -14,9 +14,9 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     hf-default       run_glue's defaults: every example padded to --max-length, random order
     hf-best          dynamic padding + train_sampling_strategy=group_by_length, fp32
     hf-best-bf16     hf-best with bf16=True (autocast)
-    seqcls-default   seqcls's defaults
+    seqcls-default   seqcls's defaults (on a CPU: each batch as up to 4 length-sorted pieces)
     seqcls-bf16      --trainer.precision bf16-mixed
-    seqcls-ungrouped --data.group_by_length false
+    seqcls-whole     --data.sub_batches 1: each batch in one forward pass
     seqcls-grouped   --data.group_by_length true
 
     python benchmarks/compare.py --model models/all-MiniLM-L6-v2 \\
@@ -51,7 +51,7 @@ HF_SIDES: dict[str, dict[str, Any]] = {
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],
     "seqcls-bf16": ["--trainer.precision", "bf16-mixed"],
-    "seqcls-ungrouped": ["--data.group_by_length", "false"],
+    "seqcls-whole": ["--data.sub_batches", "1"],
     "seqcls-grouped": ["--data.group_by_length", "true"],
 }
 DEFAULT_SIDES = "hf-default,hf-best,seqcls-default,seqcls-grouped"
@@ -151,20 +151,27 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return median
 
 
-def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """seqcls over HF for each measure, for every seqcls side against every HF side."""
-    pairs = {}
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """seqcls over HF for each measure, for every seqcls side against every HF side; also the
+    examples/s ratio of each round."""
+    pairs: dict[str, dict[str, Any]] = {}
     for ours, mine in results.items():
         for theirs, other in results.items():
             if mine["framework"] != "seqcls" or other["framework"] != "hf":
                 continue
             pair = {key: mine[key] / other[key] for key in COLUMNS if key != "dev_accuracy"}
             pair["dev_accuracy"] = mine["dev_accuracy"] - other["dev_accuracy"]
+            # Within a round the two sides ran minutes apart; between rounds the machine's
+            # speed may drift, which moves both sides of a round alike.
+            rounds = zip(mine["runs"], other["runs"], strict=False)
+            pair["examples_per_s_by_round"] = [
+                a["examples_per_s"] / b["examples_per_s"] for a, b in rounds
+            ]
             pairs[f"{ours} / {theirs}"] = pair
     return pairs
 
 
-def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str, float]]) -> str:
+def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str, Any]]) -> str:
     header = ["side", *(title for title, _ in COLUMNS.values())]
     rows = [[name, *(fmt.format(r[key]) for key, (_, fmt) in COLUMNS.items())]
             for name, r in results.items()]  # fmt: skip
@@ -180,6 +187,11 @@ def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str,
         for name, pair in pairs.items():
             cells = [f"{pair[key]:.2f}x" for key in COLUMNS if key != "dev_accuracy"]
             lines.append(markdown_row([name, *cells, f"{pair['dev_accuracy']:+.4f}"]))
+    if any(len(pair["examples_per_s_by_round"]) > 1 for pair in pairs.values()):
+        lines.append("")
+        for name, pair in pairs.items():
+            by_round = ", ".join(f"{ratio:.2f}x" for ratio in pair["examples_per_s_by_round"])
+            lines.append(f"{name}: examples/s ratio by round {by_round}")
     return "\n".join(lines)
 
 

@@ -74,6 +74,10 @@ def test_compare_reports_both_sides_and_consistent_ratios(
         ours["examples_per_s"] / theirs["examples_per_s"]
     )
     assert pair["dev_accuracy"] == pytest.approx(ours["dev_accuracy"] - theirs["dev_accuracy"])
+    by_round = zip(ours["runs"], theirs["runs"], strict=True)
+    assert pair["examples_per_s_by_round"] == pytest.approx(
+        [a["examples_per_s"] / b["examples_per_s"] for a, b in by_round]
+    )
     assert report["fp32_matmul_peak_gflops"] > 0
     assert report["device"]
     assert "benchmarks/compare.py" in report["command"]
