@@ -68,9 +68,9 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
         counts, real, computed = StepCounts(), [0], [0]
         collate = data.collate
 
-        def counting_collate() -> Any:
+        def counting_collate(*, training: bool = False) -> Any:
             # Counted on the host as batches are made: reading them on the device would sync.
-            make = collate()
+            make = collate(training=training)
 
             def count(features: list[dict[str, Any]]) -> Any:
                 batch = make(features)
