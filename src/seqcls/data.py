@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.encoding import LABELS, EncodingSpec, default_cache_dir, load_encoded, load_tokenizer
-from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
+from seqcls.labels import LabelSpace, ProblemType
 from seqcls.loaders import (
     Collate,
     Padding,
@@ -21,13 +21,12 @@ from seqcls.loaders import (
     resolve_drop_last,
     resolve_pad_to_multiple_of,
     resolve_padding,
+    resolve_sub_batches,
     train_loader,
 )
-from seqcls.metrics import DEFAULT_METRICS, LOWER_IS_BETTER, check_metric_names
+from seqcls.metrics import direction, metric_names
 from seqcls.sampling import Subset, hold_out, subsample
-from seqcls.sources import Source, Split, SplitSources
-from seqcls.sub_batches import SubBatches, resolve_sub_batches
-from seqcls.tables import column_values, require_columns
+from seqcls.sources import Source, Split, SplitSources, read_label_space
 from seqcls.tasks import GLUE_DATASETS, glue_task
 
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
@@ -189,17 +188,11 @@ class TextClassificationDataModule(pl.LightningDataModule):
             given = self._label_names or [self.label_column]
             return LabelSpace(self._problem_type, tuple(given))
         (source,) = self.sources.of("train")
-        table = source.read()
-        require_columns(table, {"label_column": self.label_column}, path=source.label)
-        feature = table.features[self.label_column]
-        names: list[str] | None = self._label_names
-        if names is None and isinstance(feature, datasets.ClassLabel):
-            names = feature.names
-        return infer_label_space(
-            split_labels(column_values(table, self.label_column), self.label_separator),
-            where=f"{source.label}, column {self.label_column!r}",
-            column=self.label_column,
-            names=names,
+        return read_label_space(
+            source,
+            self.label_column,
+            separator=self.label_separator,
+            names=self._label_names,
             problem_type=self._problem_type,
         )
 
@@ -213,9 +206,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
 
     @property
     def metrics(self) -> list[str]:
-        names = self._metrics or list(DEFAULT_METRICS[self.problem_type])
-        check_metric_names(names, self.problem_type)
-        return names
+        return metric_names(self._metrics, self.problem_type)
 
     @property
     def validation_names(self) -> list[str]:
@@ -226,7 +217,7 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def monitor(self) -> tuple[str, Literal["min", "max"]]:
         """The metric that picks the best checkpoint, and whether lower or higher is better."""
         first = self.metrics[0]
-        return f"{self.validation_names[0]}/{first}", "min" if first in LOWER_IS_BETTER else "max"
+        return f"{self.validation_names[0]}/{first}", direction(first)
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
@@ -298,16 +289,18 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def collate(self, *, training: bool = False) -> Collate:
         """Pads rows into a batch, or into its sub-batches where those are on."""
         padding = resolve_padding(self.padding, self.trainer)
-        multiple = resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer)
-        pad = collator(self.tokenizer, padding, self.max_length, multiple, self.length_buckets)
-        pieces = resolve_sub_batches(
-            self.sub_batches,
-            padding=padding,
-            # Evaluation batches are never grouped: their rows come in file order.
-            group_by_length=self.group_by_length and training,
-            trainer=self.trainer,
+        # Evaluation batches are never grouped: their rows come in file order.
+        grouped = self.group_by_length and training
+        return collator(
+            self.tokenizer,
+            padding,
+            self.max_length,
+            resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer),
+            self.length_buckets,
+            resolve_sub_batches(
+                self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
+            ),
         )
-        return SubBatches(pad, pieces) if pieces > 1 else pad
 
     def _subset(self, split: Split) -> Subset | None:
         """The training rows to tokenize, when fewer than all: the rest are never tokenized.
@@ -359,13 +352,5 @@ class TextClassificationDataModule(pl.LightningDataModule):
     def _show_examples(self, train: datasets.Dataset) -> None:
         for row in train.select(range(min(_SHOWN_EXAMPLES, len(train)))):
             text = self.tokenizer.decode(row["input_ids"])
-            rank_zero_info(
-                f"Training example {row['index']} [{self._describe(row[LABELS])}]: {text}"
-            )
-
-    def _describe(self, target: object) -> str:
-        if self.problem_type == "regression":
-            return f"{target:g}"
-        if isinstance(target, list):
-            return ", ".join(name for name, on in zip(self.label_names, target, strict=True) if on)
-        return self.label_names[int(target)]  # type: ignore[call-overload]
+            target = self.label_space.describe(row[LABELS])
+            rank_zero_info(f"Training example {row['index']} [{target}]: {text}")

@@ -32,6 +32,14 @@ class LabelSpace:
     def num_outputs(self) -> int:
         return 1 if self.problem_type == "regression" else len(self.names)
 
+    def describe(self, target: object) -> str:
+        """A target as a person reads it: the value, or the label name(s)."""
+        if self.problem_type == "regression":
+            return f"{target:g}"
+        if isinstance(target, list):
+            return ", ".join(name for name, on in zip(self.names, target, strict=True) if on)
+        return self.names[int(target)]  # type: ignore[call-overload]
+
 
 def infer_label_space(
     values: Sequence[object],

@@ -22,6 +22,7 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 from seqcls.accelerators import is_xla
 from seqcls.errors import ConfigurationError
 from seqcls.samplers import LengthGroupedSampler, token_lengths
+from seqcls.sub_batches import SubBatches
 
 Padding = Literal["longest", "max_length", "buckets"]
 Collate = Callable[[list[dict[str, Any]]], Any]
@@ -48,13 +49,43 @@ def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None)
     """
     if multiple is not None:
         return multiple
-    on_cpu = trainer is None or isinstance(trainer.accelerator, CPUAccelerator)
-    return 1 if on_cpu else 8
+    return 1 if on_cpu(trainer) else 8
+
+
+# On a CPU, 3 or 4 pieces of a 32-row SST-2 batch ran 1.7x faster than 1 piece; more pieces
+# were slower again, their matrix products too small to run at full speed (docs/benchmarks.md).
+CPU_SUB_BATCHES = 4
+
+
+def resolve_sub_batches(
+    sub_batches: int | None, *, padding: str, group_by_length: bool, trainer: pl.Trainer | None
+) -> int:
+    """The pieces asked for, else 4 on a CPU for ungrouped batches padded to their longest.
+
+    Elsewhere the default is 1: XLA must keep its shapes, grouped batches have little padding
+    left to remove, and on GPUs, where small forward passes cost more, it is not measured.
+    """
+    if sub_batches is not None:
+        if sub_batches < 1:
+            raise ConfigurationError(f"--data.sub_batches {sub_batches}: give 1 or more")
+        if sub_batches > 1 and padding != "longest":
+            raise ConfigurationError(
+                f"--data.sub_batches {sub_batches} needs --data.padding longest (it is "
+                f"{padding}): pieces padded to one fixed length save nothing"
+            )
+        return sub_batches
+    ungrouped_longest = padding == "longest" and not group_by_length
+    return CPU_SUB_BATCHES if on_cpu(trainer) and ungrouped_longest else 1
 
 
 def default_buckets(max_length: int) -> list[int]:
     """A quarter, a half and all of ``max_length``, in multiples of 8: 32, 64 and 128 for 128."""
     return sorted({max(8, -(-max_length // part // 8) * 8) for part in (4, 2)} | {max_length})
+
+
+def on_cpu(trainer: pl.Trainer | None) -> bool:
+    """A CPU trainer, or none (a data module used on its own)."""
+    return trainer is None or isinstance(trainer.accelerator, CPUAccelerator)
 
 
 def on_cuda(trainer: pl.Trainer | None) -> bool:
@@ -77,13 +108,15 @@ def collator(
     max_length: int,
     pad_to_multiple_of: int,
     buckets: Sequence[int] | None = None,
+    sub_batches: int = 1,
 ) -> Collate:
     if padding == "max_length":
         return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=max_length)
     if padding == "buckets":
         return BucketPadding(tokenizer, buckets or default_buckets(max_length))
     multiple = pad_to_multiple_of if pad_to_multiple_of > 1 else None
-    return DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
+    pad = DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
+    return SubBatches(pad, sub_batches) if sub_batches > 1 else pad
 
 
 class BucketPadding:

@@ -1,6 +1,7 @@
 """Evaluation metrics by name, for each problem type, as torchmetrics (synced across processes)."""
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import torch
 from torchmetrics import (
@@ -59,6 +60,18 @@ DEFAULT_METRICS: dict[ProblemType, tuple[str, ...]] = {
     "regression": ("pearson", "spearman", "mse"),
 }
 LOWER_IS_BETTER = {"mse"}
+
+
+def metric_names(names: Sequence[str] | None, problem_type: ProblemType) -> list[str]:
+    """The names given, checked, else the problem type's defaults."""
+    chosen = list(names or DEFAULT_METRICS[problem_type])
+    check_metric_names(chosen, problem_type)
+    return chosen
+
+
+def direction(name: str) -> Literal["min", "max"]:
+    """Whether a lower or a higher value of metric ``name`` is better."""
+    return "min" if name in LOWER_IS_BETTER else "max"
 
 
 def check_metric_names(names: Sequence[str], problem_type: ProblemType) -> None:

@@ -16,7 +16,7 @@ from seqcls.accelerators import is_xla, use_device_side_attention_mask
 from seqcls.encoding import INDEX, LABELS, default_cache_dir
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.labels import LabelSpace, ProblemType
-from seqcls.metrics import DEFAULT_METRICS, WeightedMean, build_metrics
+from seqcls.metrics import WeightedMean, build_metrics, metric_names
 from seqcls.storage import local_model_dir
 from seqcls.sub_batches import Batch, BatchOrPieces, pieces_of
 
@@ -80,7 +80,7 @@ class SequenceClassifier(pl.LightningModule):
         self.model.train()
         if gradient_checkpointing:
             enable_gradient_checkpointing(self.model)
-        names = metrics or list(DEFAULT_METRICS[problem_type])
+        names = metric_names(metrics, problem_type)
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
             for prefix in validation_names or ["val"]

@@ -6,7 +6,8 @@ from typing import Any, Literal, get_args
 import datasets
 
 from seqcls.errors import ConfigurationError
-from seqcls.tables import file_fingerprint, read_table
+from seqcls.labels import LabelSpace, ProblemType, infer_label_space, split_labels
+from seqcls.tables import column_values, file_fingerprint, read_table, require_columns
 
 Split = Literal["train", "validation", "test", "predict"]
 
@@ -134,3 +135,27 @@ class SplitSources:
         return Source(
             flag, dataset_name=self.dataset_name, dataset_config=self.dataset_config, split=split
         )
+
+
+def read_label_space(
+    source: Source,
+    column: str,
+    *,
+    separator: str | None,
+    names: list[str] | None,
+    problem_type: ProblemType | None,
+) -> LabelSpace:
+    """The label space of a training source's label column: a hub dataset's class names, or
+    what its values say (``labels.infer_label_space``), checked against any names given."""
+    table = source.read()
+    require_columns(table, {"label_column": column}, path=source.label)
+    feature = table.features[column]
+    if names is None and isinstance(feature, datasets.ClassLabel):
+        names = feature.names
+    return infer_label_space(
+        split_labels(column_values(table, column), separator),
+        where=f"{source.label}, column {column!r}",
+        column=column,
+        names=names,
+        problem_type=problem_type,
+    )

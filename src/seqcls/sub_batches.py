@@ -13,39 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from pytorch_lightning.accelerators import CPUAccelerator
-
-from seqcls.errors import ConfigurationError
 
 Batch = dict[str, torch.Tensor]
 BatchOrPieces = Batch | list[Batch]
-# On a CPU, 3 or 4 pieces of a 32-row SST-2 batch ran 1.7x faster than 1 piece; more pieces
-# were slower again, their matrix products too small to run at full speed (docs/benchmarks.md).
-CPU_SUB_BATCHES = 4
-
-
-def resolve_sub_batches(
-    sub_batches: int | None, *, padding: str, group_by_length: bool, trainer: pl.Trainer | None
-) -> int:
-    """The pieces asked for, else 4 on a CPU for ungrouped batches padded to their longest.
-
-    Elsewhere the default is 1: XLA must keep its shapes, grouped batches have little padding
-    left to remove, and on GPUs, where small forward passes cost more, it is not measured.
-    """
-    if sub_batches is not None:
-        if sub_batches < 1:
-            raise ConfigurationError(f"--data.sub_batches {sub_batches}: give 1 or more")
-        if sub_batches > 1 and padding != "longest":
-            raise ConfigurationError(
-                f"--data.sub_batches {sub_batches} needs --data.padding longest (it is "
-                f"{padding}): pieces padded to one fixed length save nothing"
-            )
-        return sub_batches
-    on_cpu = trainer is None or isinstance(trainer.accelerator, CPUAccelerator)
-    ungrouped_longest = padding == "longest" and not group_by_length
-    return CPU_SUB_BATCHES if on_cpu and ungrouped_longest else 1
 
 
 def split_by_length(lengths: Sequence[int], max_pieces: int) -> list[list[int]]:

@@ -16,6 +16,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 
+from seqcls.sub_batches import pieces_of
+
 log = logging.getLogger(__name__)
 
 
@@ -48,7 +50,7 @@ class Throughput(pl.Callback):
     ) -> None:
         # Collators return a dict or a BatchEncoding (a Mapping, not a dict), or a list of
         # them for a batch run as sub-batches.
-        pieces = batch if isinstance(batch, list) else [batch]
+        pieces = pieces_of(batch)
         ids = [piece.get("input_ids") for piece in pieces if isinstance(piece, Mapping)]
         tensors = [piece_ids for piece_ids in ids if isinstance(piece_ids, torch.Tensor)]
         if not tensors or len(tensors) < len(pieces):

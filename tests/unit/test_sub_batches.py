@@ -12,14 +12,9 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from seqcls.data import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
+from seqcls.loaders import CPU_SUB_BATCHES, resolve_sub_batches
 from seqcls.model import SequenceClassifier
-from seqcls.sub_batches import (
-    CPU_SUB_BATCHES,
-    SubBatches,
-    pieces_of,
-    resolve_sub_batches,
-    split_by_length,
-)
+from seqcls.sub_batches import SubBatches, pieces_of, split_by_length
 from seqcls.throughput import Throughput
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data/sample"
