@@ -18,6 +18,8 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     seqcls-bf16      --trainer.precision bf16-mixed
     seqcls-whole     --data.sub_batches 1: each batch in one forward pass
     seqcls-grouped   --data.group_by_length true
+    seqcls-grouped-all-tokens
+                     seqcls-grouped with --model.last_layer_first_token_only false
 
     python benchmarks/compare.py --model models/all-MiniLM-L6-v2 \\
         --train GLUE_DIR/SST-2/train.tsv --validation GLUE_DIR/SST-2/dev.tsv \\
@@ -53,6 +55,10 @@ SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-bf16": ["--trainer.precision", "bf16-mixed"],
     "seqcls-whole": ["--data.sub_batches", "1"],
     "seqcls-grouped": ["--data.group_by_length", "true"],
+    "seqcls-grouped-all-tokens": [
+        *("--data.group_by_length", "true"),
+        *("--model.last_layer_first_token_only", "false"),
+    ],
 }
 DEFAULT_SIDES = "hf-default,hf-best,seqcls-default,seqcls-grouped"
 # What the table shows, and how each is formatted; "dev_accuracy" ratios are differences.

@@ -9,7 +9,9 @@ Model FLOPs follow the usual estimate for a transformer encoder: per token, 6 FL
 weight of every linear layer (2 forward, 4 backward), plus 12 x layers x hidden x length for
 attention scores and their weighted sums. "Useful" FLOPs count the real tokens only,
 "computed" ones the padded batch. The classification head is counted per token like the
-rest (about 1% too much for a 6-layer MiniLM); both sides get the same formula.
+rest (about 1% too much for a 6-layer MiniLM); both sides get the same formula. Where
+seqcls computes the last layer for the first token only, that layer's weights after the
+attention are counted once per row: the FLOPs the model needs, not those it skips.
 """
 
 import platform
@@ -27,7 +29,7 @@ class StepClock:
     def __init__(self, warmup_steps: int) -> None:
         self.warmup_steps = warmup_steps
         self.device = torch.device("cpu")
-        self.linear_weights = 0
+        self.linear_weights = self.per_row_weights = 0
         self.attention_factor = 0
         self.steps = self.examples = self.real_tokens = self.computed_tokens = 0
         self.seconds = self.useful_flops = self.computed_flops = 0.0
@@ -39,8 +41,12 @@ class StepClock:
     def attach(self, model: torch.nn.Module) -> None:
         """Count the batches ``model`` (the Hugging Face model) trains on from now on."""
         self.device = next(model.parameters()).device
-        self.linear_weights = sum(
-            m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear)
+        from seqcls.first_token import first_token_only_weights
+
+        self.per_row_weights = first_token_only_weights(model)
+        self.linear_weights = (
+            sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+            - self.per_row_weights
         )
         config = getattr(model, "config", None)
         layers = getattr(config, "num_hidden_layers", 0)
@@ -100,11 +106,13 @@ class StepClock:
         lengths = mask.sum(dim=1).double()
         batch, padded = mask.shape
         per_token, attention = 6 * self.linear_weights, self.attention_factor
+        per_row = 6 * self.per_row_weights
         self._pending[0] += batch
         self._pending[1] += int(lengths.sum())
         self._pending[2] += batch * padded
-        self._pending[3] += float(per_token * lengths.sum() + attention * (lengths**2).sum())
-        self._pending[4] += float(batch * (per_token * padded + attention * padded**2))
+        useful = per_token * lengths.sum() + attention * (lengths**2).sum() + per_row * batch
+        self._pending[3] += float(useful)
+        self._pending[4] += float(batch * (per_token * padded + attention * padded**2 + per_row))
 
     def _synchronize(self) -> None:
         # CUDA kernels run asynchronously: without waiting, the clock would stop too early.

@@ -56,3 +56,37 @@ def test_benchmark_reports_consistent_results(
         assert results[key]
     assert results["threads"] >= 1
     assert json.loads(json_path.read_text()) == results
+
+
+def test_step_clock_counts_the_first_token_layer_once_per_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from seqcls.first_token import compute_last_layer_for_first_token, first_token_only_weights
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from measure import StepClock
+
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32,
+    )  # fmt: skip
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]])
+    flops = []
+    for first_token_only in (False, True):
+        model = BertForSequenceClassification(config).train()
+        if first_token_only:
+            compute_last_layer_for_first_token(model)
+        clock = StepClock(warmup_steps=0)
+        clock.attach(model)
+        clock.begin(0)
+        model(input_ids=torch.ones_like(mask), attention_mask=mask)
+        clock.end()
+        flops.append((clock.useful_flops, clock.computed_flops))
+    per_row_weights = first_token_only_weights(model)
+    assert per_row_weights > 0
+    real, rows, computed = 8, 2, 12
+    assert flops[0][0] - flops[1][0] == 6 * per_row_weights * (real - rows)
+    assert flops[0][1] - flops[1][1] == 6 * per_row_weights * (computed - rows)
