@@ -59,7 +59,7 @@ class SequenceClassifier(pl.LightningModule):
                 docs/benchmarks.md for what it measured.
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with
-                about a seventh fewer FLOPs on a 6-layer model. Unset: on for the BERT,
+                about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
                 RoBERTa, ELECTRA and DeBERTa families, off for other architectures.
         """
         super().__init__()
