@@ -3,9 +3,9 @@
 BERT-style classification heads read one position of the last hidden state: the first one
 (``[CLS]``, or ``<s>`` for RoBERTa). Every other position of the last layer feeds nothing but
 the discarded rest of that state, yet the usual forward pass computes them all. Here the last
-layer still attends from the first token over every token, but its attention output
-projection, feed-forward block and layer norms run on the first token alone. For a 6-layer
-MiniLM that drops about an eighth of the training FLOPs.
+layer's self-attention still runs whole (the first token attends over every token), but its
+attention output projection, feed-forward block and layer norms run on the first token
+alone. For a 6-layer MiniLM that drops about an eighth of the training FLOPs.
 
 The logits, the loss and every gradient are those of the full computation (to float rounding):
 the positions left out never reach the loss. Architectures qualify by name, each checked by
