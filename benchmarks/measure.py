@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from seqcls.first_token import first_token_only_weights
+
 
 class StepClock:
     """Seconds, examples, tokens and FLOPs of the optimizer steps after ``warmup_steps``."""
@@ -41,8 +43,6 @@ class StepClock:
     def attach(self, model: torch.nn.Module) -> None:
         """Count the batches ``model`` (the Hugging Face model) trains on from now on."""
         self.device = next(model.parameters()).device
-        from seqcls.first_token import first_token_only_weights
-
         self.per_row_weights = first_token_only_weights(model)
         self.linear_weights = (
             sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))

@@ -44,8 +44,6 @@ _MARK = "seqcls_first_token_only"
 
 def supports_first_token_only(model: PreTrainedModel) -> bool:
     """Whether ``model``'s last layer can be cut to the first token without changing the loss."""
-    if model.config.model_type not in FIRST_TOKEN_MODEL_TYPES:
-        return False
     return _attention_output(model) is not None
 
 
@@ -64,7 +62,7 @@ def resolve_first_token_only(model: PreTrainedModel, requested: bool | None) -> 
 def compute_last_layer_for_first_token(model: PreTrainedModel) -> None:
     """From now on, ``model``'s last layer computes the first position only (in place)."""
     target = _attention_output(model)
-    if target is None or not supports_first_token_only(model):
+    if target is None:
         raise ConfigurationError(
             f"{model.config.model_type!r} models cannot compute only their first token"
         )
@@ -89,6 +87,9 @@ def _first_position(module: Module, args: tuple[Tensor, ...]) -> tuple[Tensor, .
 
 
 def _attention_output(model: PreTrainedModel) -> Module | None:
+    """The module to cut the inputs of, on a supported architecture; else None."""
+    if model.config.model_type not in FIRST_TOKEN_MODEL_TYPES:
+        return None
     for layer in _last_layers(model):
         output = getattr(getattr(layer, "attention", None), "output", None)
         if isinstance(output, Module) and hasattr(layer.attention, "self"):

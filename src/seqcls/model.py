@@ -117,7 +117,7 @@ class SequenceClassifier(pl.LightningModule):
         # Every loss here is a mean over rows (over rows and labels for multi-label), so
         # weighting each piece's by its share of rows gives the whole batch's mean exactly.
         losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
-        loss: torch.Tensor = torch.stack(losses).sum() if len(losses) > 1 else losses[0]
+        loss = torch.stack(losses).sum()
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
         in_progress_bar = not is_xla(self.trainer)
