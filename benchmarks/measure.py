@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from seqcls.first_token import first_token_only_weights
+from seqcls.model.first_token import first_token_only_weights
 
 
 class StepClock:

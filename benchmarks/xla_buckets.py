@@ -47,8 +47,8 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
     sys.path.insert(0, str(REPO / "tests" / "xla"))
     from xla_cpu import StepCounts, one_device_trainer
 
-    from seqcls.data import TextClassificationDataModule
-    from seqcls.model import SequenceClassifier
+    from seqcls.data.classification import TextClassificationDataModule
+    from seqcls.model.classifier import SequenceClassifier
 
     with tempfile.TemporaryDirectory(prefix="seqcls-xla-bench-") as scratch:
         data = TextClassificationDataModule(

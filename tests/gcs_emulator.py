@@ -62,7 +62,7 @@ def gcs_emulator(*, timeout: float = 30.0) -> Iterator[str]:
 def emulated_gcs(bucket: str) -> Iterator[str]:
     """The emulator, with this process and its children pointed at it, holding ``bucket``.
 
-    Yields the endpoint. gcsfs must not have been imported yet (seqcls.tables sees to its
+    Yields the endpoint. gcsfs must not have been imported yet (seqcls.data.tables sees to its
     gRPC setting); fsspec reads FSSPEC_* variables at import, so this process's own
     configuration is set directly and child processes get the variables.
     """

@@ -1,18 +1,35 @@
-"""seqcls: fine-tune Hugging Face sequence classifiers with PyTorch Lightning."""
+"""seqcls: fine-tune Hugging Face sequence classifiers with PyTorch Lightning.
 
-from seqcls.corpus import TextCorpusDataModule
-from seqcls.data import TextClassificationDataModule
-from seqcls.errors import ConfigurationError
-from seqcls.masked_lm import MaskedLanguageModel
-from seqcls.model import SequenceClassifier
-from seqcls.throughput import Throughput
+The package, from the bottom up (docs/architecture.md draws it):
 
-__all__ = [
-    "ConfigurationError",
-    "MaskedLanguageModel",
-    "SequenceClassifier",
-    "TextClassificationDataModule",
-    "TextCorpusDataModule",
-    "Throughput",
-]
+- ``errors``, ``hardware``: the one exception type, and what the machine can train on;
+- ``cloud/``: local and ``gs://`` storage, the Vertex AI environment;
+- ``data/``: files and hub splits to token batches, labels decided once;
+- ``model/``: pretrained loading, the classifier module, its metrics and optimiser;
+- ``mlm/``: continued masked-LM pretraining on the same data and run machinery;
+- ``run/``: the run directory (checkpoints, resume, outputs, export, logs) and its CLI base;
+- ``cli``: the ``seqcls`` command on top.
+
+The names below are imported on first use, so ``import seqcls`` stays cheap.
+"""
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ConfigurationError": "seqcls.errors",
+    "MaskedLanguageModel": "seqcls.mlm.model",
+    "SequenceClassifier": "seqcls.model.classifier",
+    "TextClassificationDataModule": "seqcls.data.classification",
+    "TextCorpusDataModule": "seqcls.mlm.corpus",
+    "TextDataModule": "seqcls.data.base",
+    "Throughput": "seqcls.run.throughput",
+}
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'seqcls' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

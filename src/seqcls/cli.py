@@ -1,233 +1,36 @@
-"""The ``seqcls`` command: a LightningCLI with the run-directory layout built in."""
+"""The ``seqcls`` command: fine-tune a sequence classifier (and ``seqcls mlm``: pretrain one).
 
-import json
+``seqcls fit|validate|test|predict`` is a LightningCLI over ``SequenceClassifier`` and
+``TextClassificationDataModule``, with the run directory of ``run/command.py``. What the model
+learns from the data (tokenizer, label names, problem type, metrics) is linked here, so the
+user states it once.
+"""
+
 import logging
-import os
 import sys
-import tempfile
-from pathlib import Path
-from typing import Any
 
 import datasets
-from jsonargparse import Namespace
-from pytorch_lightning import Trainer
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
-from pytorch_lightning.cli import (
-    ArgsType,
-    LightningArgumentParser,
-    LightningCLI,
-    SaveConfigCallback,
-)
-from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.cli import ArgsType, LightningArgumentParser
 from pytorch_lightning.utilities.exceptions import SIGTERMException
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from seqcls.checkpoints import LastCheckpoint, with_atomic_io
-from seqcls.cloud import apply_vertex_cluster, cluster_num_nodes
-from seqcls.data import TextClassificationDataModule
+from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
-from seqcls.export import ExportBestModel
-from seqcls.logs import tensorboard_logger
-from seqcls.model import SequenceClassifier
-from seqcls.outputs import METRICS_FILE, MetricsFile, PredictionWriter
-from seqcls.redact import redact_config
-from seqcls.resume import check_continues, start_point
-from seqcls.rundir import DEFAULT_ROOT, run_layout
-from seqcls.signals import StopOnSignal, exit_status
-from seqcls.storage import read_text, write_text
-from seqcls.throughput import Throughput
-from seqcls.validation import (
-    Hardware,
-    OneLineErrorParser,
-    check_batch_size,
-    check_run_dir_for_strategy,
-    check_trainer,
-)
-
-CONFIG_FILE = "config.yaml"
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.run.command import RunCLI, run_cli
+from seqcls.run.signals import exit_status
 
 
-class SaveRunConfig(SaveConfigCallback):
-    """Write the resolved ``fit`` config, label names included, to ``RUN/config.yaml``.
-
-    Only ``fit`` writes it: ``validate``/``test``/``predict`` usually read that same file
-    with ``--config`` and must not replace it. Re-running ``fit`` in the same run
-    directory overwrites it.
-    """
-
-    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
-        if stage != "fit" or self.already_saved:
-            return
-        datamodule = getattr(trainer, "datamodule", None)
-        if trainer.is_global_zero:
-            if isinstance(datamodule, TextClassificationDataModule):
-                # Record what was derived from the data, so later commands need not read it.
-                self.config.data.label_names = datamodule.label_names
-                self.config.data.problem_type = datamodule.problem_type
-                self.config.data.metrics = datamodule.metrics
-            path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
-            # Keys and tokens given as flags stay out of a file that is shared and copied.
-            write_text(path, self.parser.dump(redact_config(self.config), skip_unset=False))
-        self.already_saved = True
-
-
-class SeqclsCLI(LightningCLI):
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        # When last.ckpt is saved besides after validation (--last_checkpoint.*).
-        parser.add_class_arguments(
-            LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
-        )
-        parser.set_defaults(
-            {
-                # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
-                "checkpoint.save_last": False,
-                "checkpoint.save_top_k": 1,
-                "checkpoint.filename": "best-epoch{epoch}-step{step}",
-                "checkpoint.auto_insert_metric_name": False,
-            }
-        )
-        self.link_data_and_model(parser)
-
+class SeqclsCLI(RunCLI):
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
-        """What the model learns from the data: the tokenizer, and the label space."""
-        parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
+        """The label space the data decides, passed on to the model's head and metrics."""
         for derived in ["label_names", "problem_type", "metrics", "validation_names"]:
             parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
-
-    def before_instantiate_classes(self) -> None:
-        config = self._config()
-        check_trainer(config.trainer, Hardware.detect())
-        check_batch_size(config.get("data"))
-        if "weights_only" in config and config.weights_only is None:
-            config.weights_only = True  # a checkpoint is data: loading it must not run code
-        # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
-        self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
-        config.trainer.default_root_dir = self.layout.root
-        config.checkpoint.dirpath = self.layout.checkpoints
-        check_run_dir_for_strategy(config.trainer.get("strategy"), self.layout.root)
-        # Kept until the process exits: Lightning loads the checkpoint inside the run.
-        self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
-        # fit without --ckpt_path continues the run directory's newest complete checkpoint.
-        self.start = start_point(
-            config.get("ckpt_path"),
-            self.layout.checkpoints,
-            Path(self._downloads.name),
-            automatic=self.subcommand == "fit",
-        )
-        self.ckpt_path = self.start.local
-        model = config.get("model", {}).get("model_name_or_path")
-        check_continues(self.start, config.trainer.get("max_epochs"), model)
-        # Built now, so that a bad --last_checkpoint.* stops the run before any work.
-        self.last_checkpoint = LastCheckpoint(
-            self.layout.checkpoints, **config.last_checkpoint.as_dict()
-        )
-        # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
-        cluster = apply_vertex_cluster()
-        if cluster is not None:
-            config.trainer.num_nodes = cluster_num_nodes(cluster, config.trainer.num_nodes)
-
-    def after_instantiate_classes(self) -> None:
-        super().after_instantiate_classes()
-        if self.subcommand and "ckpt_path" in self.config_init[self.subcommand]:
-            # Only what runs gets the resolved file; config.yaml keeps --ckpt_path as given.
-            self.config_init[self.subcommand].ckpt_path = self.ckpt_path
-        if isinstance(self.datamodule, TextClassificationDataModule) and isinstance(
-            self.model, SequenceClassifier
-        ):
-            check_max_length(
-                self.datamodule.max_length, self.datamodule.tokenizer, self.model.model
-            )
-
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
-        if config.get("logger") in (None, True):
-            config["logger"] = tensorboard_logger(self.layout.logs)
-        callbacks = [
-            *(config.get("callbacks") or []),
-            ExportBestModel(self.layout.model),
-            MetricsFile(),
-            Throughput(),
-            PredictionWriter(),
-            StopOnSignal(),
-        ]
-        if config["logger"] is not False:
-            callbacks.append(LearningRateMonitor(logging_interval="step"))
-        # The configurable best-checkpoint callback (--checkpoint.*), plus last.ckpt; both
-        # are left out when checkpointing is switched off, which Lightning would reject.
-        keys = self._parser(self.subcommand).callback_keys
-        configured = [self._get(self.config_init, key) for key in keys]
-        configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
-        if config.get("enable_checkpointing") is not False:
-            callbacks += [self._best_checkpoint(), self.last_checkpoint]
-        config["callbacks"] = callbacks
-        # Checkpoints written whole, and the one this run resumed from never pruned.
-        config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)
-        return self._instantiate_trainer(config, configured)
-
-    def _best_checkpoint(self) -> ModelCheckpoint:
-        """The --checkpoint.* callback, monitoring the data's first metric unless told otherwise."""
-        options = self._config().checkpoint.as_dict()
-        if options["monitor"] is None and isinstance(self.datamodule, TextClassificationDataModule):
-            options["monitor"], options["mode"] = self.datamodule.monitor
-        return ModelCheckpoint(**options)
-
-    def after_fit(self) -> None:
-        if not self.trainer.is_global_zero:
-            return
-        run_dir = self.trainer.default_root_dir
-        metrics = read_text(os.path.join(run_dir, METRICS_FILE))
-        if metrics is not None:
-            validation = json.loads(metrics).get("validation", {})
-            shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(validation.items()))
-            rank_zero_info(f"Validation metrics of the best checkpoint: {shown}")
-        rank_zero_info(
-            f"Run directory: {run_dir} (model/, checkpoints/, logs/, {METRICS_FILE}, {CONFIG_FILE})"
-        )
-
-    def _config(self) -> Namespace:
-        return self.config[self.subcommand] if self.subcommand else self.config
-
-    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
-        self.parser_class = OneLineErrorParser  # parse errors as one line (see validation)
-        return super().init_parser(**kwargs)
-
-
-def check_max_length(
-    max_length: int, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel
-) -> None:
-    """Fail before training when inputs could be longer than the model has positions for."""
-    positions = getattr(model.config, "max_position_embeddings", None)
-    tokenizer_limit = tokenizer.model_max_length
-    # Some families reserve positions (RoBERTa: 514 embeddings, 512 usable); the tokenizer
-    # knows the usable number, but some tokenizers report a huge placeholder instead.
-    limits = [n for n in (positions, tokenizer_limit) if isinstance(n, int) and n < 1_000_000]
-    if limits and max_length > min(limits):
-        raise ConfigurationError(
-            f"--data.max_length {max_length} is longer than the model takes "
-            f"({min(limits)} tokens); set --data.max_length {min(limits)} or less"
-        )
-
-
-# What every seqcls command shares besides its model and data (seqcls mlm too).
-OPTIONS: dict[str, Any] = {
-    "save_config_callback": SaveRunConfig,
-    "save_config_kwargs": {"overwrite": True},
-    "trainer_defaults": {
-        "default_root_dir": DEFAULT_ROOT,
-        # Lightning's own default is 1000 epochs; fine-tuning wants a few.
-        "max_epochs": 3,
-        "log_every_n_steps": 10,
-    },
-    "seed_everything_default": 42,
-}
 
 
 def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
     """Parse ``args``, build model, data and trainer, and (with ``run``) run the subcommand."""
-    return SeqclsCLI(
-        SequenceClassifier, TextClassificationDataModule, args=args, run=run, **OPTIONS
-    )
+    cli: SeqclsCLI = run_cli(SeqclsCLI, SequenceClassifier, TextClassificationDataModule, args, run)
+    return cli
 
 
 def main(args: ArgsType = None) -> None:
@@ -238,8 +41,7 @@ def main(args: ArgsType = None) -> None:
     argv = sys.argv[1:] if args is None else args
     try:
         if isinstance(argv, list) and argv[:1] == ["mlm"]:
-            # Imported here: seqcls mlm builds on this module's CLI.
-            from seqcls.pretrain import make_mlm_cli
+            from seqcls.mlm.cli import make_mlm_cli
 
             make_mlm_cli(argv[1:])
         else:

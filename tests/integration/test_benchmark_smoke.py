@@ -64,7 +64,10 @@ def test_step_clock_counts_the_first_token_layer_once_per_row(
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from seqcls.first_token import compute_last_layer_for_first_token, first_token_only_weights
+    from seqcls.model.first_token import (
+        compute_last_layer_for_first_token,
+        first_token_only_weights,
+    )
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     from measure import StepClock

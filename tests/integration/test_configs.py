@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from seqcls.cli import make_cli
-from seqcls.pretrain import make_mlm_cli
+from seqcls.mlm.cli import make_mlm_cli
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
 # A config may leave the model unset; a placeholder makes it parse on its own.

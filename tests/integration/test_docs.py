@@ -27,7 +27,7 @@ SCRIPTS = {
     "benchmarks/glue.sh": "tests/integration/test_glue_benchmark_smoke.py",
     "scripts/train-cloud-gpu.sh": "tests/cloud/test_launchers.py",
     "scripts/train-cloud-tpu.sh": "tests/cloud/test_launchers.py",
-    "scripts/audit.sh": "tests/unit/test_audit.py",
+    "scripts/audit.sh": "tests/project/test_audit.py",
 }
 # Programs that never run here (no Google credentials, no Docker engine): a command with one
 # must be marked '# needs ...', and is only parsed.

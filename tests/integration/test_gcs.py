@@ -18,8 +18,8 @@ import fsspec
 import pytest
 from gcs_emulator import available, create_bucket, gcs_emulator, upload
 
+from seqcls.data.tables import file_fingerprint, read_table
 from seqcls.errors import ConfigurationError
-from seqcls.tables import file_fingerprint, read_table
 
 BUCKET = "seqcls-test"
 CSV = b'text,label\n"He said ""hi""",a\nplain,b\n'
@@ -50,7 +50,7 @@ def gcs() -> Iterator[Gcs]:
         patch.setitem(fsspec.config.conf, "gcs", {"token": "anon"})
         gcs_class = fsspec.get_filesystem_class("gs")
         assert gcs_class.__module__ == "gcsfs.core", (
-            f"gs:// maps to {gcs_class}: gcsfs was imported before seqcls.tables, so every "
+            f"gs:// maps to {gcs_class}: gcsfs was imported before seqcls.data.tables, so every "
             "call waits 60 s for a Storage Control RPC"
         )
         create_bucket(endpoint, BUCKET)
@@ -141,7 +141,7 @@ def test_importing_seqcls_leaves_gcsfs_unimported_and_its_grpc_lookup_off() -> N
     # gcsfs reads the variable when it is imported; seqcls must set it before that happens.
     env = {k: v for k, v in os.environ.items() if k != "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"}
     code = (
-        "import json, os, sys, seqcls.tables; print(json.dumps(['gcsfs' in sys.modules, "
+        "import json, os, sys, seqcls.data.tables; print(json.dumps(['gcsfs' in sys.modules, "
         "os.environ.get('GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT')]))"
     )
     done = subprocess.run(

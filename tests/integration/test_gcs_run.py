@@ -22,7 +22,7 @@ from gcs_emulator import available, emulated_gcs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
-import seqcls.tables
+import seqcls.data.tables
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"

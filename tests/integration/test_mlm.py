@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from transformers import AutoConfig, pipeline
 
 from seqcls.cli import main
-from seqcls.pretrain import make_mlm_cli
+from seqcls.mlm.cli import make_mlm_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"

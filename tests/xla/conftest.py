@@ -7,8 +7,8 @@ import pytest
 import pytorch_lightning as pl
 from xla_cpu import SAMPLE, Run, StepCounts, Train, one_device_trainer
 
-from seqcls.data import TextClassificationDataModule
-from seqcls.model import SequenceClassifier
+from seqcls.data.classification import TextClassificationDataModule
+from seqcls.model.classifier import SequenceClassifier
 
 
 @pytest.fixture

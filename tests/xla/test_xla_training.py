@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from xla_cpu import SAMPLE, Run, Train
 
-import seqcls.model
+import seqcls.model.classifier
 
 pytestmark = pytest.mark.xla
 REPO = Path(__file__).resolve().parents[2]
@@ -47,8 +47,10 @@ def test_without_the_device_side_mask_every_step_syncs(
     train_on_xla: Train, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # transformers checks padding_mask.all() on the host in every forward unless the mask is
-    # always built: what seqcls.accelerators.use_device_side_attention_mask switches off.
-    monkeypatch.setattr(seqcls.model, "use_device_side_attention_mask", lambda model: None)
+    # always built: what seqcls.model.xla_attention.use_device_side_attention_mask switches off.
+    monkeypatch.setattr(
+        seqcls.model.classifier, "use_device_side_attention_mask", lambda model: None
+    )
     run = train_on_xla(steps=STEPS)
     _, syncs = after_warm_up(run)
     assert syncs >= STEPS - WARM_UP

@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import XLAAccelerator
 
-from seqcls.data import TextClassificationDataModule
+from seqcls.data.classification import TextClassificationDataModule
 
 # Before torch_xla loads: without it PJRT looks for a TPU.
 os.environ.setdefault("PJRT_DEVICE", "CPU")

@@ -7,10 +7,10 @@ import torch
 from lane import single_process_rendezvous
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from seqcls.export import export_model
-from seqcls.model import SequenceClassifier
-from seqcls.resume import start_point
-from seqcls.zero_checkpoints import zero_checkpoint_problem
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.run.export import export_model
+from seqcls.run.resume import start_point
+from seqcls.run.zero_checkpoints import zero_checkpoint_problem
 
 pytestmark = pytest.mark.deepspeed
 deepspeed = pytest.importorskip(

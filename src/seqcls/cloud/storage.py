@@ -1,0 +1,163 @@
+"""Where a run's files live: local paths or any fsspec URL (``gs://bucket/run``).
+
+Lightning and the Hugging Face libraries read and write local files, and GCS objects are
+not files: an object cannot be appended to, and a read of one object can hang with gcsfs's
+default read cache (see ``tables``). So remote files are only ever written whole, or copied
+whole between the bucket and a local folder; nothing here streams into an object.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+# Importing tables first turns off gcsfs's gRPC bucket lookup before gcsfs is imported.
+import seqcls.data.tables  # noqa: F401
+
+log = logging.getLogger(__name__)
+_CHUNK = 1 << 20
+
+
+def is_remote(path: str) -> bool:
+    """Whether ``path`` is a URL of a remote filesystem (``gs://``, ``s3://``, ...)."""
+    return not isinstance(_fs(path)[0], LocalFileSystem)
+
+
+def parent(path: str) -> str:
+    """The folder that holds ``path``; a trailing slash (``gs://b/run/model/``) is ignored."""
+    return posixpath.dirname(path.rstrip("/")) if is_remote(path) else os.path.dirname(path)
+
+
+def exists(path: str) -> bool:
+    fs, fs_path = _fs(path)
+    # gcsfs answers from listings cached in this process; another process may have written since.
+    fs.invalidate_cache(fs_path)
+    return bool(fs.exists(fs_path))
+
+
+def files_newest_first(folder: str, suffix: str) -> list[str]:
+    """The files directly in ``folder`` whose names end with ``suffix``, newest first."""
+    fs, fs_path = _fs(folder)
+    fs.invalidate_cache(fs_path)
+    if not fs.isdir(fs_path):
+        return []
+    found = [p for p in fs.ls(fs_path, detail=False) if p.endswith(suffix)]
+    found.sort(key=fs.modified, reverse=True)
+    # Named as the caller named the folder (relative, or with its gs://).
+    return [os.path.join(folder, posixpath.basename(p)) for p in found]
+
+
+def read_text(path: str) -> str | None:
+    """The file's text, or None when there is no such file."""
+    fs, fs_path = _fs(path)
+    fs.invalidate_cache(fs_path)
+    try:
+        return bytes(fs.cat_file(fs_path)).decode()
+    except FileNotFoundError:
+        return None
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``path`` whole, making local parent folders as needed."""
+    with open_for_writing(path) as stream:
+        stream.write(text)
+
+
+@contextmanager
+def open_for_writing(path: str, newline: str | None = None) -> Iterator[IO[str]]:
+    """A text stream to ``path``; a remote object is uploaded when the stream closes."""
+    fs, fs_path = _fs(path)
+    if isinstance(fs, LocalFileSystem):
+        fs.makedirs(fs._parent(fs_path), exist_ok=True)
+    with fsspec.open(path, "w", newline=newline) as stream:
+        yield stream
+
+
+def download_file(url: str, target: Path) -> Path:
+    """Copy the file at ``url`` to ``target`` with plain sequential reads.
+
+    gcsfs's default "adaptive" read cache has hung on the second read of one object in a
+    process (torch.load reads a checkpoint twice when resuming), while readahead has not.
+    """
+    fs, fs_path = _fs(url)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with fs.open(fs_path, "rb", cache_type="readahead") as source, target.open("wb") as sink:
+        shutil.copyfileobj(source, sink, _CHUNK)
+    return target
+
+
+def upload_dir(local: Path, url: str, *, skip: dict[str, tuple[int, int]] | None = None) -> int:
+    """Copy every file under ``local`` to the same relative path under ``url``.
+
+    With ``skip``, a file whose (size, mtime) is recorded there is left out, and each
+    upload is recorded: repeated calls copy only what changed. Returns the files copied.
+    """
+    fs, root = _fs(url)
+    copied = 0
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        relative = file.relative_to(local).as_posix()
+        stat = file.stat()
+        state = (stat.st_size, stat.st_mtime_ns)
+        if skip is not None and skip.get(relative) == state:
+            continue
+        target = posixpath.join(root, relative)
+        if isinstance(fs, LocalFileSystem):
+            fs.makedirs(fs._parent(target), exist_ok=True)
+        fs.put_file(str(file), target)
+        if skip is not None:
+            skip[relative] = state
+        copied += 1
+    return copied
+
+
+def default_cache_dir() -> Path:
+    """Where seqcls caches tokenized splits and copies of remote models."""
+    return Path(os.environ.get("SEQCLS_CACHE", Path.home() / ".cache" / "seqcls"))
+
+
+def local_model_dir(name_or_path: str, cache_dir: Path) -> str:
+    """A local folder for a remote model directory; hub ids and local paths pass through.
+
+    ``from_pretrained`` reads only local folders and the hub. A remote folder is copied
+    into ``cache_dir`` once per version of its files (names, sizes and checksums), so a
+    rewritten model is fetched again and an unchanged one is not.
+    """
+    if "://" not in name_or_path or not is_remote(name_or_path):
+        return name_or_path
+    fs, root = _fs(name_or_path)
+    fs.invalidate_cache(root)
+    files = fs.find(root, detail=True)
+    if not files:
+        raise FileNotFoundError(f"no files under {name_or_path}")
+    versions = sorted(
+        (name, info.get("size"), info.get("md5Hash") or info.get("ETag") or info.get("etag"))
+        for name, info in files.items()
+    )
+    key = hashlib.sha256(json.dumps([name_or_path, versions]).encode()).hexdigest()[:20]
+    target = cache_dir / "models" / key
+    if not target.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=target.parent))
+        for name in files:
+            relative = posixpath.relpath(name, root.rstrip("/"))
+            download_file(fs.unstrip_protocol(name), partial / relative)
+        try:
+            os.replace(partial, target)  # whole or absent, so a concurrent reader never sees half
+        except OSError:  # another process got there first with the same files
+            shutil.rmtree(partial, ignore_errors=True)
+        log.info("Copied %s to %s", name_or_path, target)
+    return str(target)
+
+
+def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    return fsspec.core.url_to_fs(path)

@@ -1,0 +1,345 @@
+"""TextClassificationDataModule: labelled text in, padded token batches out."""
+
+from functools import cached_property
+from typing import Any, Literal
+
+import datasets
+from pytorch_lightning.utilities import rank_zero_info
+from torch.utils.data import DataLoader
+
+from seqcls.data.base import TextDataModule
+from seqcls.data.columns import LABELS
+from seqcls.data.encoding import EncodingSpec, load_encoded
+from seqcls.data.glue import GLUE_DATASETS, glue_task
+from seqcls.data.labels import LabelSpace, ProblemType
+from seqcls.data.loaders import (
+    Collate,
+    Padding,
+    check_buckets,
+    collator,
+    resolve_drop_last,
+    resolve_pad_to_multiple_of,
+    resolve_padding,
+    resolve_sub_batches,
+)
+from seqcls.data.metric_names import direction, metric_names
+from seqcls.data.selection import Subset, hold_out, subsample
+from seqcls.data.sources import Source, Split, SplitSources, read_label_space
+
+_STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
+    "fit": ("train", "validation"),
+    "validate": ("validation",),
+    "test": ("test",),
+    "predict": ("predict",),
+}
+_SHOWN_EXAMPLES = 2
+
+
+class TextClassificationDataModule(TextDataModule):
+    def __init__(
+        self,
+        train_file: str | None = None,
+        validation_file: str | dict[str, str] | None = None,
+        test_file: str | None = None,
+        predict_file: str | None = None,
+        dataset_name: str | None = None,
+        dataset_config: str | None = None,
+        train_split: str = "train",
+        validation_split: str | list[str] | None = "validation",
+        test_split: str = "test",
+        predict_split: str = "test",
+        text_column: str = "text",
+        text_pair_column: str | None = None,
+        label_column: str = "label",
+        label_separator: str | None = None,
+        label_names: list[str] | None = None,
+        problem_type: ProblemType | None = None,
+        metrics: list[str] | None = None,
+        validation_fraction: float = 0.1,
+        tokenizer_name_or_path: str | None = None,
+        max_length: int = 128,
+        padding: Padding | None = None,
+        drop_last: bool | None = None,
+        group_by_length: bool = False,
+        pad_to_multiple_of: int | None = None,
+        length_buckets: list[int] | None = None,
+        sub_batches: int | None = None,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        train_fraction: float | None = None,
+        max_train_samples: int | None = None,
+        num_workers: int = 0,
+        num_proc: int | None = None,
+        output_format: Literal["csv", "jsonl", "glue"] = "csv",
+        seed: int | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
+        """Labelled text from local or remote files (CSV, TSV, JSON Lines, Parquet) or the hub.
+
+        Args:
+            train_file: Training examples; also the source of the label names unless
+                ``label_names`` is given. Any ``*_file`` replaces the hub dataset.
+            validation_file: Scored after each epoch to choose the best checkpoint. A mapping
+                of names to files scores several sets (``{matched: a.tsv, mismatched: b.tsv}``).
+                Without one, ``validation_fraction`` of the training rows are held out.
+            test_file: Scored by ``seqcls test``.
+            predict_file: Labelled by ``seqcls predict``; needs only the text column(s).
+            dataset_name: A hub dataset (``nyu-mll/glue``), used when no file is given.
+            dataset_config: The hub dataset's configuration (``rte``).
+            train_split: The hub split to train on.
+            validation_split: The hub split(s) to validate on; several get separate metrics.
+                None holds out ``validation_fraction`` of the training rows.
+            test_split: The hub split ``seqcls test`` scores.
+            predict_split: The hub split ``seqcls predict`` labels.
+            text_column: Column holding the text.
+            text_pair_column: Column holding the second text of a pair; unset for single texts.
+            label_column: Column holding the label: a name, an integer, a float (regression)
+                or a list of labels (multi-label).
+            label_separator: Multi-label rows in text files: split each label cell on this
+                (``|`` reads ``billing|shipping`` as two labels).
+            label_names: Every label, in id order. By default the hub's class names or the
+                sorted labels of the training data. config.yaml records them.
+            problem_type: By default from the labels: lists are multi-label, floats a
+                regression, anything else single-label classification.
+            metrics: Metric names, the first one choosing the best checkpoint. By default
+                accuracy and macro_f1; micro_f1 and macro_f1 (multi-label); pearson, spearman
+                and mse (regression). Also f1 (of class 1 with two classes), matthews and
+                subset_accuracy (multi-label).
+            validation_fraction: Share of training rows held out (seeded, stratified by
+                class) when there is no validation set.
+            tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
+            max_length: Longest input in tokens; longer inputs are truncated.
+            padding: ``longest`` pads each batch to its longest input (rounded up to a
+                multiple of 8); ``max_length`` pads every batch to ``max_length``;
+                ``buckets`` pads each batch to the shortest of ``length_buckets`` that holds
+                it (on XLA: one compiled graph per bucket, far less padding than
+                ``max_length``). By default ``max_length`` on XLA (TPU), where each new
+                shape compiles, else ``longest``.
+            drop_last: Drop the last incomplete training batch. By default only on XLA.
+            group_by_length: Train on batches of similar lengths (random within large
+                sorted megabatches, batches in a new random order each epoch, seeded by
+                ``seed``): far less padding, so faster, but batches less random, which
+                cost STS-B 1.4 Pearson and 2.5 to 3.2 Spearman points (docs/benchmarks.md). Off: rows shuffled
+                one by one, as run_glue does.
+            pad_to_multiple_of: Round ``longest`` padding up to a multiple of this. By
+                default 8 on GPUs and TPUs (tensor-core shapes, fewer compiled shapes) and
+                none on CPU, where rounding only adds padding.
+            length_buckets: The lengths ``padding: buckets`` pads to; by default a quarter,
+                a half and all of ``max_length`` (32, 64, 128). Inputs are still truncated
+                to ``max_length``.
+            sub_batches: Run each batch as up to this many forward passes over its rows
+                sorted by length, each padded to its own longest row: the same rows and the
+                same mean loss as one pass, with far less padding (docs/benchmarks.md). By
+                default 4 on CPU with ``padding: longest`` (training batches: without
+                ``group_by_length``), else 1.
+            batch_size: Examples per training batch on each device.
+            eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
+            train_fraction: Train on this seeded random share of the training rows.
+            max_train_samples: Train on at most the first N training rows (after
+                ``train_fraction``). With a validation set, only the chosen rows are
+                tokenized.
+            num_workers: Background processes that collate batches.
+            num_proc: Processes that tokenize; by default several from 50,000 rows on.
+            output_format: ``seqcls predict`` writes ``predictions.csv``, ``predictions.jsonl``
+                or, with ``glue``, a GLUE submission file such as ``RTE.tsv``.
+            seed: Seed for the held-out split, ``train_fraction`` and the length-grouped
+                order. Unset: the run's ``--seed_everything``, which also seeds the shuffled
+                order, dropout and the new head, so one seed governs the whole run.
+            cache_dir: Where tokenized splits are cached; default ``$SEQCLS_CACHE`` or
+                ``~/.cache/seqcls``.
+        """
+        sources = SplitSources.from_arguments(
+            dataset_name,
+            dataset_config,
+            train_file=train_file,
+            validation_file=validation_file,
+            test_file=test_file,
+            predict_file=predict_file,
+            train_split=train_split,
+            validation_split=validation_split,
+            test_split=test_split,
+            predict_split=predict_split,
+        )
+        super().__init__(
+            sources,
+            tokenizer_name_or_path=tokenizer_name_or_path,
+            max_length=max_length,
+            batch_size=batch_size,
+            eval_batch_size=eval_batch_size,
+            num_workers=num_workers,
+            num_proc=num_proc,
+            seed=seed,
+            cache_dir=cache_dir,
+        )
+        self.text_column, self.text_pair_column = text_column, text_pair_column
+        self.label_column, self.label_separator = label_column, label_separator
+        self._label_names, self._problem_type, self._metrics = label_names, problem_type, metrics
+        self.validation_fraction = validation_fraction
+        self.padding, self.drop_last = padding, drop_last
+        self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
+        check_buckets(length_buckets, max_length)
+        self.length_buckets, self.sub_batches = length_buckets, sub_batches
+        self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
+        self.output_format = output_format
+        self.splits: dict[Split, list[datasets.Dataset]] = {}
+        if output_format == "glue" or dataset_name in GLUE_DATASETS:
+            glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
+
+    # What the model needs to know, linked to it when the CLI builds both.
+
+    @cached_property
+    def label_space(self) -> LabelSpace:
+        if self._problem_type == "regression" or (self._label_names and self._problem_type):
+            given = self._label_names or [self.label_column]
+            return LabelSpace(self._problem_type, tuple(given))
+        (source,) = self.sources.of("train")
+        return read_label_space(
+            source,
+            self.label_column,
+            separator=self.label_separator,
+            names=self._label_names,
+            problem_type=self._problem_type,
+        )
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self.label_space.names)
+
+    @property
+    def problem_type(self) -> ProblemType:
+        return self.label_space.problem_type
+
+    @property
+    def metrics(self) -> list[str]:
+        return metric_names(self._metrics, self.problem_type)
+
+    @property
+    def validation_names(self) -> list[str]:
+        """One name per validation set: its metrics are logged as ``NAME/metric``."""
+        return ["val" if not key else f"val_{key}" for key, _ in self.sources.validation_sets()]
+
+    @property
+    def monitor(self) -> tuple[str, Literal["min", "max"]]:
+        """The metric that picks the best checkpoint, and whether lower or higher is better."""
+        first = self.metrics[0]
+        return f"{self.validation_names[0]}/{first}", direction(first)
+
+    def derived_config(self) -> dict[str, Any]:
+        return {
+            "label_names": self.label_names,
+            "problem_type": self.problem_type,
+            "metrics": self.metrics,
+        }
+
+    # Lightning hooks.
+
+    def prepare_data(self) -> None:
+        # One process per node tokenizes and fills the cache; setup() on every rank reads it.
+        stage = self._stage()
+        splits = list(_STAGE_SPLITS[stage])
+        if stage == "validate" and not self.sources.has_validation():
+            splits.append("train")  # the held-out rows come from it
+        for split in splits:
+            for source in self.sources.of(split):
+                self._encode(source, labelled=split != "predict", subset=self._subset(split))
+
+    def setup(self, stage: str) -> None:
+        for split in _STAGE_SPLITS[stage]:
+            self.splits[split] = [
+                self._encode(source, labelled=split != "predict", subset=self._subset(split))
+                for source in self.sources.of(split)
+            ]
+        if stage in ("fit", "validate") and not self.sources.has_validation():
+            (train,) = [self._encode(source, labelled=True) for source in self.sources.of("train")]
+            stratify = self.problem_type == "single_label_classification"
+            rest, held = hold_out(
+                train, self.validation_fraction, seed=self.seed, stratify=stratify
+            )
+            self.splits["validation"] = [held]
+            if stage == "fit":
+                self.splits["train"] = [rest]
+        if stage == "fit":
+            (train,) = self.splits["train"]
+            if self._subset("train") is None:  # else already chosen before tokenizing
+                train = subsample(
+                    train,
+                    fraction=self.train_fraction,
+                    max_samples=self.max_train_samples,
+                    seed=self.seed,
+                )
+            self.splits["train"] = [train]
+            self._show_examples(train)
+
+    def train_dataloader(self) -> DataLoader:
+        (train,) = self.splits["train"]
+        return self._train_loader(
+            train,
+            self.collate(training=True),
+            drop_last=resolve_drop_last(self.drop_last, self.trainer),
+            grouped=self.group_by_length,
+        )
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._eval_loader(rows, self.collate()) for rows in self.splits["validation"]]
+
+    def test_dataloader(self) -> DataLoader:
+        (test,) = self.splits["test"]
+        return self._eval_loader(test, self.collate())
+
+    def predict_dataloader(self) -> DataLoader:
+        (rows,) = self.splits["predict"]
+        return self._eval_loader(rows, self.collate())
+
+    def collate(self, *, training: bool = False) -> Collate:
+        """Pads rows into a batch, or into its sub-batches where those are on."""
+        padding = resolve_padding(self.padding, self.trainer)
+        # Evaluation batches are never grouped: their rows come in file order.
+        grouped = self.group_by_length and training
+        return collator(
+            self.tokenizer,
+            padding,
+            self.max_length,
+            resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer),
+            self.length_buckets,
+            resolve_sub_batches(
+                self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
+            ),
+        )
+
+    def _subset(self, split: Split) -> Subset | None:
+        """The training rows to tokenize, when fewer than all: the rest are never tokenized.
+
+        Without a validation set the held-out rows come first, out of all the training rows,
+        so the subset is taken after tokenizing (in ``setup``).
+        """
+        if split != "train" or not self.sources.has_validation():
+            return None
+        if self.train_fraction is None and self.max_train_samples is None:
+            return None
+        return Subset(self.train_fraction, self.max_train_samples, self.seed)
+
+    def _encode(
+        self, source: Source, *, labelled: bool, subset: Subset | None = None
+    ) -> datasets.Dataset:
+        spec = EncodingSpec(
+            text_column=self.text_column,
+            text_pair_column=self.text_pair_column,
+            label_column=self.label_column if labelled else None,
+            label_separator=self.label_separator,
+            labels=self.label_space if labelled else None,
+            max_length=self.max_length,
+            subset=subset,
+        )
+        return load_encoded(
+            source,
+            tokenizer=self.tokenizer,
+            spec=spec,
+            cache_dir=self.cache_dir,
+            num_proc=self.num_proc,
+        )
+
+    def _show_examples(self, train: datasets.Dataset) -> None:
+        for row in train.select(range(min(_SHOWN_EXAMPLES, len(train)))):
+            text = self.tokenizer.decode(row["input_ids"])
+            target = self.label_space.describe(row[LABELS])
+            rank_zero_info(f"Training example {row['index']} [{target}]: {text}")

@@ -1,0 +1,193 @@
+"""Batches from tokenized rows: padding, last-batch and sharding rules per accelerator.
+
+On CPU and GPU each batch is padded to its longest input; training batches may group inputs
+of similar length (``samplers.py``), and on a CPU each batch runs as a few length-sorted
+pieces (``sub_batches.py``). On XLA (TPU) every new shape compiles a new graph, so
+batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
+with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
+Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
+scored exactly once whatever the world size.
+"""
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import datasets
+import pytorch_lightning as pl
+from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
+from torch.utils.data import DataLoader
+from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
+
+from seqcls.data.length_grouping import LengthGroupedSampler, token_lengths
+from seqcls.data.sub_batches import SubBatches
+from seqcls.errors import ConfigurationError
+from seqcls.hardware import is_xla, on_cpu, on_cuda
+
+Padding = Literal["longest", "max_length", "buckets"]
+Collate = Callable[[list[dict[str, Any]]], Any]
+
+
+def resolve_padding(padding: Padding | None, trainer: pl.Trainer | None) -> Padding:
+    """The padding asked for, else ``max_length`` on XLA and ``longest`` elsewhere."""
+    if padding is not None:
+        return padding
+    return "max_length" if is_xla(trainer) else "longest"
+
+
+def resolve_drop_last(drop_last: bool | None, trainer: pl.Trainer | None) -> bool:
+    """Whether to drop the last incomplete training batch: asked for, else only on XLA."""
+    return is_xla(trainer) if drop_last is None else drop_last
+
+
+def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None) -> int:
+    """The multiple asked for, else 1 on CPU and 8 on accelerators.
+
+    Multiples of 8 keep tensor-core shapes on GPUs and bound how many shapes a compiler sees;
+    a CPU has neither, and there rounding short inputs up to 8 only adds padding (a fifth of
+    the computed tokens on length-grouped SST-2 batches).
+    """
+    if multiple is not None:
+        return multiple
+    return 1 if on_cpu(trainer) else 8
+
+
+# On a CPU, 3 or 4 pieces of a 32-row SST-2 batch ran 1.7x faster than 1 piece; more pieces
+# were slower again, their matrix products too small to run at full speed (docs/benchmarks.md).
+CPU_SUB_BATCHES = 4
+
+
+def resolve_sub_batches(
+    sub_batches: int | None, *, padding: str, group_by_length: bool, trainer: pl.Trainer | None
+) -> int:
+    """The pieces asked for, else 4 on a CPU for ungrouped batches padded to their longest.
+
+    Elsewhere the default is 1: XLA must keep its shapes, grouped batches have little padding
+    left to remove, and on GPUs, where small forward passes cost more, it is not measured.
+    """
+    if sub_batches is not None:
+        if sub_batches < 1:
+            raise ConfigurationError(f"--data.sub_batches {sub_batches}: give 1 or more")
+        if sub_batches > 1 and padding != "longest":
+            raise ConfigurationError(
+                f"--data.sub_batches {sub_batches} needs --data.padding longest (it is "
+                f"{padding}): pieces padded to one fixed length save nothing"
+            )
+        return sub_batches
+    ungrouped_longest = padding == "longest" and not group_by_length
+    return CPU_SUB_BATCHES if on_cpu(trainer) and ungrouped_longest else 1
+
+
+def default_buckets(max_length: int) -> list[int]:
+    """A quarter, a half and all of ``max_length``, in multiples of 8: 32, 64 and 128 for 128."""
+    return sorted({max(8, -(-max_length // part // 8) * 8) for part in (4, 2)} | {max_length})
+
+
+def check_buckets(buckets: Sequence[int] | None, max_length: int) -> None:
+    if buckets is not None and (min(buckets, default=0) < 1 or max(buckets) < max_length):
+        raise ConfigurationError(
+            f"--data.length_buckets {list(buckets)}: give positive lengths, the longest at "
+            f"least --data.max_length ({max_length}), which inputs are truncated to"
+        )
+
+
+def collator(
+    tokenizer: PreTrainedTokenizerBase,
+    padding: Padding,
+    max_length: int,
+    pad_to_multiple_of: int,
+    buckets: Sequence[int] | None = None,
+    sub_batches: int = 1,
+) -> Collate:
+    if padding == "max_length":
+        return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=max_length)
+    if padding == "buckets":
+        return BucketPadding(tokenizer, buckets or default_buckets(max_length))
+    multiple = pad_to_multiple_of if pad_to_multiple_of > 1 else None
+    pad = DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
+    return SubBatches(pad, sub_batches) if sub_batches > 1 else pad
+
+
+class BucketPadding:
+    """Pads each batch to the shortest bucket length that holds its longest input.
+
+    A compiler (XLA) then sees one shape per bucket instead of one per batch length, and
+    with length-grouped batches most batches fit a short bucket instead of ``max_length``.
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, buckets: Sequence[int]) -> None:
+        self.buckets = sorted(buckets)
+        self.by_length = {
+            length: DataCollatorWithPadding(tokenizer, padding="max_length", max_length=length)
+            for length in self.buckets
+        }
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        longest = max(len(feature["input_ids"]) for feature in features)
+        fits = [length for length in self.buckets if length >= longest] or self.buckets[-1:]
+        return self.by_length[fits[0]](features)
+
+
+def train_loader(
+    rows: datasets.Dataset,
+    *,
+    batch_size: int,
+    collate: Collate,
+    num_workers: int,
+    drop_last: bool,
+    group_by_length: bool,
+    seed: int,
+    trainer: pl.Trainer | None,
+) -> DataLoader:
+    sampler = None
+    if group_by_length:
+        # A DistributedSampler itself, so Lightning keeps it under DDP instead of replacing it.
+        sampler = LengthGroupedSampler(
+            token_lengths(rows),
+            batch_size,
+            num_replicas=trainer.world_size if trainer is not None else 1,
+            rank=trainer.global_rank if trainer is not None else 0,
+            seed=seed,
+            drop_last=drop_last,
+        )
+    # Otherwise Lightning swaps the shuffling sampler for a DistributedSampler under DDP.
+    return DataLoader(
+        rows,
+        batch_size=batch_size,
+        shuffle=sampler is None,
+        sampler=sampler,
+        drop_last=drop_last,
+        collate_fn=collate,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        pin_memory=on_cuda(trainer),
+    )
+
+
+def eval_loader(
+    rows: datasets.Dataset,
+    *,
+    batch_size: int,
+    collate: Collate,
+    num_workers: int,
+    trainer: pl.Trainer | None,
+) -> DataLoader:
+    # Lightning's DistributedSampler pads the last round with repeated rows so every rank
+    # gets as many; metrics would count those rows twice. This sampler repeats none (ranks
+    # may differ by one batch, which is safe outside training).
+    world_size = trainer.world_size if trainer is not None else 1
+    sampler = (
+        UnrepeatedDistributedSampler(
+            rows, num_replicas=world_size, rank=trainer.global_rank, shuffle=False
+        )
+        if trainer is not None and world_size > 1
+        else None
+    )
+    return DataLoader(
+        rows,
+        batch_size=batch_size,
+        sampler=sampler,
+        collate_fn=collate,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+        pin_memory=on_cuda(trainer),
+    )

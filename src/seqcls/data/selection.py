@@ -1,0 +1,60 @@
+"""Which rows train: a held-out validation split, a fraction, or the first N examples."""
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+
+import datasets
+
+from seqcls.data.columns import LABELS
+from seqcls.data.tables import column_values
+
+
+def hold_out(
+    train: datasets.Dataset, fraction: float, *, seed: int, stratify: bool
+) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split ``train`` into (train, validation) rows, seeded and, when asked, stratified.
+
+    Stratified: each class keeps its share in both parts, so a rare class is not left out
+    of validation by chance. Both parts keep the original row order.
+    """
+    rng = random.Random(seed)
+    groups: dict[object, list[int]] = defaultdict(list)
+    labels = column_values(train, LABELS) if stratify else [None] * len(train)
+    for row, label in enumerate(labels):
+        groups[label].append(row)
+    held: list[int] = []
+    for rows in groups.values():
+        rng.shuffle(rows)
+        held.extend(rows[: max(1, round(len(rows) * fraction))] if len(rows) > 1 else [])
+    if not held:
+        held = [rng.randrange(len(train))]
+    kept = sorted(set(range(len(train))) - set(held))
+    return train.select(kept), train.select(sorted(held))
+
+
+@dataclass(frozen=True)
+class Subset:
+    """Which training rows train: a seeded random ``fraction``, then at most ``max_samples``."""
+
+    fraction: float | None
+    max_samples: int | None
+    seed: int
+
+    def rows(self, count: int) -> list[int] | None:
+        """The chosen rows of ``count``, in their order; None for all of them."""
+        rows: range | list[int] = range(count)
+        if self.fraction is not None and self.fraction < 1.0:
+            chosen = max(1, round(count * self.fraction))
+            rows = sorted(random.Random(self.seed).sample(rows, chosen))
+        if self.max_samples is not None:
+            rows = rows[: self.max_samples]
+        return None if len(rows) == count else list(rows)
+
+
+def subsample(
+    train: datasets.Dataset, *, fraction: float | None, max_samples: int | None, seed: int
+) -> datasets.Dataset:
+    """A seeded random ``fraction`` of the rows, then at most the first ``max_samples``."""
+    rows = Subset(fraction, max_samples, seed).rows(len(train))
+    return train if rows is None else train.select(rows)

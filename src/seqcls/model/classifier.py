@@ -1,0 +1,164 @@
+"""SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
+
+from typing import Any, cast
+
+import pytorch_lightning as pl
+import torch
+from torch.nn import ModuleList
+from torchmetrics import MetricCollection
+from transformers import AutoModelForSequenceClassification
+
+from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.labels import LabelSpace, ProblemType
+from seqcls.data.metric_names import metric_names
+from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
+from seqcls.errors import ConfigurationError
+from seqcls.hardware import is_xla
+from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
+from seqcls.model.metrics import WeightedMean, build_metrics
+from seqcls.model.optimization import adamw_with_warmup
+from seqcls.model.pretrained import load_for_training
+from seqcls.model.xla_attention import use_device_side_attention_mask
+
+
+class SequenceClassifier(pl.LightningModule):
+    def __init__(
+        self,
+        model_name_or_path: str,
+        label_names: list[str] | None = None,
+        problem_type: ProblemType = "single_label_classification",
+        metrics: list[str] | None = None,
+        validation_names: list[str] | None = None,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        threshold: float = 0.5,
+        gradient_checkpointing: bool = False,
+        compile: bool = False,
+        last_layer_first_token_only: bool | None = None,
+    ) -> None:
+        """A pretrained encoder with a fresh classification or regression head.
+
+        Args:
+            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model.
+            label_names: Label names in id order; filled in from the data.
+            problem_type: Filled in from the data.
+            metrics: Metric names; filled in from the data.
+            validation_names: One name per validation set; filled in from the data.
+            learning_rate: Peak AdamW learning rate, reached after warm-up.
+            weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
+            warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
+                from 0; afterwards it decays linearly to 0.
+            threshold: Multi-label only: a label is predicted when its probability reaches this.
+            gradient_checkpointing: Recompute activations in the backward pass instead of
+                keeping them: about a third slower, much less memory (large models on
+                small GPUs).
+            compile: Compile the model with ``torch.compile`` (dynamic shapes) when training
+                starts. Compiling takes minutes first, so it can only pay on long runs; see
+                docs/benchmarks.md for what it measured.
+            last_layer_first_token_only: Compute the last encoder layer for the first token
+                only, the one the classification head reads: the same loss and gradients with
+                about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
+                RoBERTa, ELECTRA and DeBERTa families, off for other architectures.
+        """
+        super().__init__()
+        if not label_names:
+            raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
+        self.save_hyperparameters()
+        self.labels = LabelSpace(problem_type, tuple(label_names))
+        self.learning_rate, self.weight_decay = learning_rate, weight_decay
+        self.warmup_ratio, self.threshold = warmup_ratio, threshold
+        self.model = load_for_training(
+            AutoModelForSequenceClassification,
+            model_name_or_path,
+            gradient_checkpointing=gradient_checkpointing,
+            num_labels=self.labels.num_outputs,
+            problem_type=problem_type,
+            id2label=dict(enumerate(label_names)),
+            label2id={name: index for index, name in enumerate(label_names)},
+            # A checkpoint fine-tuned on other labels keeps its encoder, gets a new head.
+            ignore_mismatched_sizes=True,
+        )
+        if resolve_first_token_only(self.model, last_layer_first_token_only):
+            compute_last_layer_for_first_token(self.model)
+        names = metric_names(metrics, problem_type)
+        self.val_metrics = ModuleList(
+            build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
+            for prefix in validation_names or ["val"]
+        )
+        self.test_metrics = build_metrics(names, self.labels, threshold=threshold, prefix="test/")
+        # Weighted by rows and synced as sums: exact under DDP, where ranks may hold different
+        # numbers of rows (Lightning's own mean of logged values is not).
+        self.val_losses = ModuleList(WeightedMean() for _ in self.val_metrics)
+        self.test_loss = WeightedMean()
+
+    def setup(self, stage: str) -> None:
+        if is_xla(self.trainer):
+            use_device_side_attention_mask(self.model)
+        elif self.hparams["compile"] and stage == "fit":
+            # In place, so state_dict keys (checkpoints, export) stay those of the model.
+            # Dynamic: every batch length would otherwise compile a graph of its own.
+            self.model.compile(dynamic=True)
+
+    def forward(self, batch: Batch) -> Any:
+        inputs = {key: value for key, value in batch.items() if key != INDEX}
+        return self.model(**inputs)
+
+    def training_step(self, batch: BatchOrPieces, batch_idx: int) -> torch.Tensor:
+        pieces = pieces_of(batch)
+        rows = sum(len(piece[LABELS]) for piece in pieces)
+        # Every loss here is a mean over rows (over rows and labels for multi-label), so
+        # weighting each piece's by its share of rows gives the whole batch's mean exactly.
+        losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
+        loss = torch.stack(losses).sum()
+        # Lightning reads progress-bar values back to the host after every step, even with the
+        # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
+        in_progress_bar = not is_xla(self.trainer)
+        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=rows)
+        return loss
+
+    def validation_step(
+        self, batch: BatchOrPieces, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        metrics = cast(MetricCollection, self.val_metrics[dataloader_idx])
+        self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
+
+    def test_step(self, batch: BatchOrPieces, batch_idx: int) -> None:
+        self._evaluate(batch, self.test_metrics, self.test_loss)
+
+    def predict_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
+        pieces = pieces_of(batch)
+        scores = [self.scores(self(piece).logits) for piece in pieces]
+        return {INDEX: torch.cat([piece[INDEX] for piece in pieces]), "scores": torch.cat(scores)}
+
+    def scores(self, logits: torch.Tensor) -> torch.Tensor:
+        """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
+        logits = logits.float()
+        if self.labels.problem_type == "regression":
+            return logits.squeeze(-1)
+        if self.labels.problem_type == "multi_label_classification":
+            return logits.sigmoid()
+        return logits.softmax(dim=-1)
+
+    def _evaluate(
+        self, batch: BatchOrPieces, metrics: MetricCollection, loss: WeightedMean
+    ) -> None:
+        rows = 0
+        for piece in pieces_of(batch):
+            output = self(piece)
+            labels = piece[LABELS]
+            scores = self.scores(output.logits)
+            if self.labels.problem_type == "single_label_classification":
+                scores = scores.argmax(dim=-1)
+            elif self.labels.problem_type == "multi_label_classification":
+                labels = labels.int()
+            metrics.update(scores, labels)
+            loss.update(output.loss, weight=len(labels))
+            rows += len(labels)
+        prefix = metrics.prefix or ""
+        log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
+        self.log(f"{prefix}loss", loss, **log_options)
+        self.log_dict(metrics, prog_bar=True, **log_options)
+
+    def configure_optimizers(self) -> Any:
+        return adamw_with_warmup(self, self.learning_rate, self.weight_decay, self.warmup_ratio)

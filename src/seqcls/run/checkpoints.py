@@ -1,0 +1,173 @@
+"""Checkpoint files of a run: ``checkpoints/last.ckpt`` beside the best by the monitored metric."""
+
+import logging
+import os
+import time
+from typing import Any
+
+import pytorch_lightning as pl
+from lightning_fabric.plugins import CheckpointIO
+from lightning_fabric.utilities.types import _PATH
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+# Lightning's base for a CheckpointIO that wraps the strategy's own (XLA's on a TPU).
+from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+from seqcls.cloud.storage import is_remote
+from seqcls.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+LAST = "last"
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """``checkpoints/last.ckpt``: the latest state of the run, which a restarted run resumes from.
+
+    Overwritten after every validation (or epoch, without validation), and also every
+    ``every_n_steps`` optimizer steps and every ``every_minutes`` minutes of training when
+    set, and once more when the run is stopped by SIGTERM or SIGINT (see ``signals``).
+
+    ``ModelCheckpoint(save_last=True)`` in Lightning 2.6 only refreshes ``last.ckpt`` when
+    a top-k checkpoint is saved at the same step, so once the monitored metric stops
+    improving ``last.ckpt`` is a stale copy of the best one, and resuming from it would
+    silently repeat epochs. A monitor-less checkpoint with a fixed name has no such condition.
+    """
+
+    def __init__(
+        self,
+        dirpath: str | None = None,
+        every_n_steps: int | None = None,
+        every_minutes: float | None = None,
+    ) -> None:
+        """
+        Args:
+            dirpath: The checkpoint folder; seqcls sets it to the run's ``checkpoints/``.
+            every_n_steps: Also save ``last.ckpt`` every this many optimizer steps, so a
+                preempted run loses at most that many. Off (None) by default on CPU.
+            every_minutes: Also save ``last.ckpt`` after this many minutes of training since
+                the last save. Off (None) by default on CPU.
+        """
+        for flag, value in [("every_n_steps", every_n_steps), ("every_minutes", every_minutes)]:
+            if value is not None and value <= 0:
+                raise ConfigurationError(
+                    f"--last_checkpoint.{flag} {value}: must be positive, or null to switch it off"
+                )
+        super().__init__(
+            dirpath=dirpath,
+            filename=LAST,
+            monitor=None,
+            save_top_k=1,
+            enable_version_counter=False,
+            # Only for the signals that stop a run (on_exception below), not for every crash.
+            save_on_exception=True,
+        )
+        self.every_n_steps = every_n_steps
+        self.every_minutes = every_minutes
+        self._saved_at = time.monotonic()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any, **kwargs: Any
+    ) -> None:
+        super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
+        if self._should_skip_saving_checkpoint(trainer):
+            return
+        steps = self.every_n_steps
+        due = steps is not None and trainer.global_step % steps == 0
+        if self.every_minutes is not None:
+            elapsed = time.monotonic() - self._saved_at >= 60 * self.every_minutes
+            # Clocks differ between processes; all of them must save together (it is collective).
+            due = due or bool(trainer.strategy.broadcast(elapsed))
+        if due:
+            self.save_now(trainer)
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        # A stop requested by SIGTERM or SIGINT (see signals) comes between two steps, and that
+        # state resumes exactly. Any other exception (a second Ctrl-C included) may strike
+        # inside a step, so nothing is saved then.
+        if isinstance(exception, SIGTERMException):
+            super().on_exception(trainer, pl_module, exception)
+
+    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
+        super()._save_checkpoint(trainer, filepath)
+        self._saved_at = time.monotonic()
+
+    def save_now(self, trainer: pl.Trainer) -> None:
+        """Overwrite ``last.ckpt`` with the current state."""
+        path = self.format_checkpoint_name(self._monitor_candidates(trainer))
+        self._save_checkpoint(trainer, path)
+
+
+class AtomicCheckpointIO(_WrappingCheckpointIO):
+    """Checkpoint files written whole or not at all, and the one a run resumed from kept.
+
+    A local checkpoint is written under a temporary name (``*.ckpt.partial``, which no
+    search for checkpoints matches), flushed to disk, then renamed into place: a reader sees
+    the old file or the new one, never a part, even if the process is killed mid-write. On
+    GCS an object only appears when its upload completes, and a rewrite replaces it in one
+    step, so the final name is written directly; GCS has no rename (a move copies the whole
+    object again), so a temporary object would add a copy and no safety.
+
+    ``keep`` is the checkpoint the run resumed from. Top-k pruning would delete it once a
+    better one is saved; it stays, so a crash before the next save can still resume from it.
+    """
+
+    def __init__(self, keep: str | None = None) -> None:
+        super().__init__()
+        self.keep = keep
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None
+    ) -> None:
+        target = str(path)
+        if is_remote(target):
+            self._base().save_checkpoint(checkpoint, target, storage_options)
+            return
+        partial = f"{target}.partial"
+        self._base().save_checkpoint(checkpoint, partial, storage_options)
+        with open(partial, "rb") as written:
+            os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
+        os.replace(partial, target)
+
+    def remove_checkpoint(self, path: _PATH) -> None:
+        if self.keep is not None and _same_file(str(path), self.keep):
+            log.info("Keeping %s: this run resumed from it", path)
+            return
+        self._base().remove_checkpoint(path)
+
+    def load_checkpoint(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self._base().load_checkpoint(*args, **kwargs)
+
+    def _base(self) -> CheckpointIO:
+        """The strategy's own CheckpointIO, which this one wraps."""
+        if self.checkpoint_io is None:
+            # Every strategy hands its default to a wrapper except XLA's, whose default is this.
+            from lightning_fabric.plugins.io.xla import XLACheckpointIO
+
+            self.checkpoint_io = base = XLACheckpointIO()
+            return base
+        return self.checkpoint_io
+
+
+def with_atomic_io(plugins: Any, keep: str | None) -> list[Any]:
+    """The Trainer's ``plugins`` plus ``AtomicCheckpointIO``, unless one is a CheckpointIO."""
+    plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins] if plugins else []
+    if any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+        return plugins  # the user's own plugin decides how files are written
+    return [*plugins, AtomicCheckpointIO(keep=keep)]
+
+
+def best_checkpoint(trainer: pl.Trainer) -> ModelCheckpoint | None:
+    """The callback that keeps the best checkpoint by the monitored metric, if any."""
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, ModelCheckpoint) and not isinstance(callback, LastCheckpoint):
+            return callback
+    return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    if is_remote(a) or is_remote(b):
+        return a == b
+    return os.path.realpath(a) == os.path.realpath(b)

@@ -1,0 +1,209 @@
+"""RunCLI: a LightningCLI in which every run has a run directory, for each seqcls command.
+
+The run directory (``--trainer.default_root_dir``, local or ``gs://``) gets the resolved
+``config.yaml``, checkpoints that a rerun of the same command resumes from, TensorBoard logs,
+the exported model and ``metrics.json``. ``seqcls`` (``cli.py``) and ``seqcls mlm``
+(``mlm/cli.py``) both build on this class and differ only in model, data and their links.
+"""
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jsonargparse import Namespace
+from pytorch_lightning import LightningModule, Trainer
+from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
+from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from pytorch_lightning.utilities import rank_zero_info
+from transformers import PreTrainedModel
+
+from seqcls.cloud.storage import read_text, write_text
+from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
+from seqcls.data.base import DEFAULT_SEED, TextDataModule
+from seqcls.hardware import Hardware
+from seqcls.run.checkpoints import LastCheckpoint, with_atomic_io
+from seqcls.run.config_checks import (
+    OneLineErrorParser,
+    check_batch_size,
+    check_max_length,
+    check_run_dir_for_strategy,
+    check_trainer,
+)
+from seqcls.run.export import ExportBestModel
+from seqcls.run.layout import DEFAULT_ROOT, run_layout
+from seqcls.run.logs import tensorboard_logger
+from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.redact import redact_config
+from seqcls.run.resume import check_continues, start_point
+from seqcls.run.signals import StopOnSignal
+from seqcls.run.throughput import Throughput
+
+CONFIG_FILE = "config.yaml"
+
+
+class SaveRunConfig(SaveConfigCallback):
+    """Write the resolved ``fit`` config, with what the data decided, to ``RUN/config.yaml``.
+
+    Only ``fit`` writes it: ``validate``/``test``/``predict`` usually read that same file
+    with ``--config`` and must not replace it. Re-running ``fit`` in the same run
+    directory overwrites it.
+    """
+
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
+        if stage != "fit" or self.already_saved:
+            return
+        datamodule = getattr(trainer, "datamodule", None)
+        if trainer.is_global_zero:
+            if isinstance(datamodule, TextDataModule):
+                # Recorded, so that later commands need not read the data to know them.
+                for key, value in datamodule.derived_config().items():
+                    self.config.data[key] = value
+            path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
+            # Keys and tokens given as flags stay out of a file that is shared and copied.
+            write_text(path, self.parser.dump(redact_config(self.config), skip_unset=False))
+        self.already_saved = True
+
+
+class RunCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        # When last.ckpt is saved besides after validation (--last_checkpoint.*).
+        parser.add_class_arguments(
+            LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
+        )
+        parser.set_defaults(
+            {
+                # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
+                "checkpoint.save_last": False,
+                "checkpoint.save_top_k": 1,
+                "checkpoint.filename": "best-epoch{epoch}-step{step}",
+                "checkpoint.auto_insert_metric_name": False,
+            }
+        )
+        parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
+        self.link_data_and_model(parser)
+
+    def link_data_and_model(self, parser: LightningArgumentParser) -> None:
+        """What the model learns from the data besides the tokenizer; nothing by default."""
+
+    def before_instantiate_classes(self) -> None:
+        config = self._config()
+        check_trainer(config.trainer, Hardware.detect())
+        check_batch_size(config.get("data"))
+        if "weights_only" in config and config.weights_only is None:
+            config.weights_only = True  # a checkpoint is data: loading it must not run code
+        # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
+        self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
+        config.trainer.default_root_dir = self.layout.root
+        config.checkpoint.dirpath = self.layout.checkpoints
+        check_run_dir_for_strategy(config.trainer.get("strategy"), self.layout.root)
+        # Kept until the process exits: Lightning loads the checkpoint inside the run.
+        self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
+        # fit without --ckpt_path continues the run directory's newest complete checkpoint.
+        self.start = start_point(
+            config.get("ckpt_path"),
+            self.layout.checkpoints,
+            Path(self._downloads.name),
+            automatic=self.subcommand == "fit",
+        )
+        self.ckpt_path = self.start.local
+        model = config.get("model", {}).get("model_name_or_path")
+        check_continues(self.start, config.trainer.get("max_epochs"), model)
+        # Built now, so that a bad --last_checkpoint.* stops the run before any work.
+        self.last_checkpoint = LastCheckpoint(
+            self.layout.checkpoints, **config.last_checkpoint.as_dict()
+        )
+        # On Vertex AI, CLUSTER_SPEC says which node this is and how many there are.
+        cluster = apply_vertex_cluster()
+        if cluster is not None:
+            config.trainer.num_nodes = cluster_num_nodes(cluster, config.trainer.num_nodes)
+
+    def after_instantiate_classes(self) -> None:
+        super().after_instantiate_classes()
+        if self.subcommand and "ckpt_path" in self.config_init[self.subcommand]:
+            # Only what runs gets the resolved file; config.yaml keeps --ckpt_path as given.
+            self.config_init[self.subcommand].ckpt_path = self.ckpt_path
+        network = getattr(self.model, "model", None)
+        if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):
+            check_max_length(self.datamodule.max_length, self.datamodule.tokenizer, network)
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
+        if config.get("logger") in (None, True):
+            config["logger"] = tensorboard_logger(self.layout.logs)
+        callbacks = [
+            *(config.get("callbacks") or []),
+            ExportBestModel(self.layout.model),
+            MetricsFile(),
+            Throughput(),
+            PredictionWriter(),
+            StopOnSignal(),
+        ]
+        if config["logger"] is not False:
+            callbacks.append(LearningRateMonitor(logging_interval="step"))
+        # The configurable best-checkpoint callback (--checkpoint.*), plus last.ckpt; both
+        # are left out when checkpointing is switched off, which Lightning would reject.
+        keys = self._parser(self.subcommand).callback_keys
+        configured = [self._get(self.config_init, key) for key in keys]
+        configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
+        if config.get("enable_checkpointing") is not False:
+            callbacks += [self._best_checkpoint(), self.last_checkpoint]
+        config["callbacks"] = callbacks
+        # Checkpoints written whole, and the one this run resumed from never pruned.
+        config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)
+        return self._instantiate_trainer(config, configured)
+
+    def _best_checkpoint(self) -> ModelCheckpoint:
+        """The --checkpoint.* callback, monitoring what the data names unless told otherwise."""
+        options = self._config().checkpoint.as_dict()
+        monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
+        if options["monitor"] is None and monitor is not None:
+            options["monitor"], options["mode"] = monitor
+        return ModelCheckpoint(**options)
+
+    def after_fit(self) -> None:
+        if not self.trainer.is_global_zero:
+            return
+        run_dir = self.trainer.default_root_dir
+        metrics = read_text(os.path.join(run_dir, METRICS_FILE))
+        if metrics is not None:
+            validation = json.loads(metrics).get("validation", {})
+            shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(validation.items()))
+            rank_zero_info(f"Validation metrics of the best checkpoint: {shown}")
+        rank_zero_info(
+            f"Run directory: {run_dir} (model/, checkpoints/, logs/, {METRICS_FILE}, {CONFIG_FILE})"
+        )
+
+    def _config(self) -> Namespace:
+        return self.config[self.subcommand] if self.subcommand else self.config
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        self.parser_class = OneLineErrorParser  # parse errors as one line (see config_checks)
+        return super().init_parser(**kwargs)
+
+
+# What every seqcls command passes to its RunCLI besides model and data.
+OPTIONS: dict[str, Any] = {
+    "save_config_callback": SaveRunConfig,
+    "save_config_kwargs": {"overwrite": True},
+    "trainer_defaults": {
+        "default_root_dir": DEFAULT_ROOT,
+        # Lightning's own default is 1000 epochs; fine-tuning wants a few.
+        "max_epochs": 3,
+        "log_every_n_steps": 10,
+    },
+    "seed_everything_default": DEFAULT_SEED,
+}
+
+
+def run_cli(
+    cli_class: type[RunCLI],
+    model_class: type[LightningModule],
+    datamodule_class: type[TextDataModule],
+    args: Any,
+    run: bool,
+) -> Any:
+    """Build ``cli_class`` with the shared options: parse, instantiate and (with run) run."""
+    return cli_class(model_class, datamodule_class, args=args, run=run, **OPTIONS)

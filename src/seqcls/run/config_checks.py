@@ -1,0 +1,145 @@
+"""Mistakes in the command line and configs, stopped before any model, data or run folder exists.
+
+jsonargparse's own messages span several lines after a usage screen; here each becomes one
+line naming the flag, with the closest known key for a typo. The trainer settings are then
+checked against the hardware this process sees, so a GPU or TPU config on the wrong machine
+fails at once with what was found and what to use instead, rather than after loading data.
+"""
+
+import difflib
+import re
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import torch
+from jsonargparse import Namespace
+from pytorch_lightning.cli import LightningArgumentParser
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from seqcls.cloud.storage import is_remote
+from seqcls.errors import ConfigurationError
+from seqcls.hardware import Hardware
+
+CPU_CONFIG = "configs/trainer/cpu.yaml"
+_GPU = {"gpu", "cuda"}
+_BF16 = {"bf16", "bf16-mixed", "bf16-true"}
+
+
+class OneLineErrorParser(LightningArgumentParser):
+    """A LightningCLI parser whose errors are one ``ConfigurationError`` line (module docstring).
+
+    Abbreviated options are refused: argparse would take ``--trainer.max_epoch`` for
+    ``--trainer.max_epochs``, and a flag that works only until a longer one is added is a trap.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:  # jsonargparse is trying alternatives and catches this
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        # The program name depends on how seqcls was started; the subcommand's does not.
+        words = parser.prog.replace(" [options]", "").split()
+        command = " ".join(["seqcls", *words[1:]])
+        raise ConfigurationError(one_line(message, sorted(_keys(parser)), command))
+
+
+def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str:
+    """jsonargparse's ``message`` as one line, with a did-you-mean from the ``known`` keys."""
+    unknown = re.search(r"unrecognized arguments: (--\S+)", message) or re.search(
+        r"does not accept (?:option|nested key) '([^']+)'", message
+    )
+    if unknown:
+        given = unknown.group(1)
+        key = given.removeprefix("--")
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        where = "option" if given.startswith("--") else "key in a --config file"
+        hint = f"did you mean {'--' if given.startswith('--') else ''}{close[0]}?" if close else ""
+        listing = f"{command} --help lists every option"
+        return f"{given}: unknown {where}; {hint + ' ' if hint else ''}({listing})"
+    key = re.search(r'Parser key "([^"]+)"', message)
+    given = re.search(r"Given value: (.*)", message)
+    expected = re.findall(r"Expected a <class '([^']+)'>", message)
+    if key and given and expected:
+        names = " or ".join("null" if name == "NoneType" else name for name in expected)
+        return f"--{key.group(1)} {given.group(1).strip()}: expected {names}"
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+def _keys(parser: Any) -> Iterator[str]:
+    for action in parser._actions:
+        subparsers = getattr(action, "_name_parser_map", None)
+        if subparsers:
+            for subparser in subparsers.values():
+                yield from _keys(subparser)
+        elif isinstance(getattr(action, "dest", None), str) and action.dest != "help":
+            yield action.dest
+
+
+def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
+    """Fail when the trainer settings need hardware that this machine does not have."""
+    accelerator = trainer.get("accelerator")
+    if not isinstance(accelerator, str):  # an Accelerator object: its owner knows best
+        return
+    if accelerator in _GPU and not hardware.gpus:
+        raise ConfigurationError(
+            f"--trainer.accelerator {accelerator}: this machine has no CUDA GPU (torch "
+            f"{torch.__version__} finds none); train on the CPU with --config {CPU_CONFIG} "
+            "instead, or run on a machine with GPUs"
+        )
+    if accelerator == "tpu" and not hardware.tpu:
+        found = "torch_xla finds no TPU" if hardware.torch_xla else "torch_xla is not installed"
+        raise ConfigurationError(
+            f"--trainer.accelerator tpu: this machine has no TPU ({found}); train on the CPU "
+            f"with --config {CPU_CONFIG} instead, or run on a TPU VM (the seqcls-tpu image)"
+        )
+    on_gpu = accelerator in _GPU or (accelerator == "auto" and hardware.gpus > 0)
+    precision = str(trainer.get("precision"))
+    if on_gpu and precision in _BF16 and not hardware.gpu_bf16:
+        raise ConfigurationError(
+            f"--trainer.precision {precision}: this GPU ({hardware.gpu_name}) has no bf16 "
+            "(V100, T4 and older); use --trainer.precision 16-mixed (fp16 with loss scaling)"
+        )
+    devices = trainer.get("devices")
+    if accelerator in _GPU and isinstance(devices, int) and devices > hardware.gpus:
+        raise ConfigurationError(
+            f"--trainer.devices {devices}: this machine has {hardware.gpus} GPU(s); pass "
+            f"--trainer.devices {hardware.gpus}, or -1 for every GPU"
+        )
+
+
+def check_run_dir_for_strategy(strategy: Any, run_dir: str) -> None:
+    """DeepSpeed writes its checkpoint folders with plain file calls, from every process."""
+    name = strategy if isinstance(strategy, str) else getattr(strategy, "class_path", "")
+    if "deepspeed" in str(name).lower() and is_remote(run_dir):
+        raise ConfigurationError(
+            f"--trainer.default_root_dir {run_dir}: DeepSpeed cannot write its checkpoint "
+            "folders to a bucket URL; give a local or mounted path (on Vertex AI "
+            "/gcs/BUCKET/..., the bucket mounted by Cloud Storage FUSE)"
+        )
+
+
+def check_batch_size(data: Namespace | None) -> None:
+    """A batch size below 1 would only fail inside the first DataLoader, after loading data."""
+    for key in ("batch_size", "eval_batch_size"):
+        value = data.get(key) if data is not None else None
+        if isinstance(value, int) and value < 1:
+            raise ConfigurationError(f"--data.{key} {value}: must be at least 1")
+
+
+def check_max_length(
+    max_length: int, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel
+) -> None:
+    """Fail before training when inputs could be longer than the model has positions for."""
+    positions = getattr(model.config, "max_position_embeddings", None)
+    tokenizer_limit = tokenizer.model_max_length
+    # Some families reserve positions (RoBERTa: 514 embeddings, 512 usable); the tokenizer
+    # knows the usable number, but some tokenizers report a huge placeholder instead.
+    limits = [n for n in (positions, tokenizer_limit) if isinstance(n, int) and n < 1_000_000]
+    if limits and max_length > min(limits):
+        raise ConfigurationError(
+            f"--data.max_length {max_length} is longer than the model takes "
+            f"({min(limits)} tokens); set --data.max_length {min(limits)} or less"
+        )

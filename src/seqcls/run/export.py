@@ -1,0 +1,88 @@
+"""Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads."""
+
+import logging
+import tempfile
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import rank_zero_only
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from seqcls.cloud.storage import download_file, is_remote, upload_dir
+from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.zero_checkpoints import gather_weights, is_zero_checkpoint
+
+log = logging.getLogger(__name__)
+_PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``model`` attribute
+
+
+def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
+    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``.
+
+    The checkpoint is a file, or a DeepSpeed ZeRO folder whose fp32 weights are gathered first.
+    """
+    with tempfile.TemporaryDirectory(prefix="seqcls-weights-") as scratch:
+        if is_zero_checkpoint(checkpoint_path):
+            checkpoint_path = str(gather_weights(checkpoint_path, Path(scratch) / "fp32.ckpt"))
+        # weights_only: a checkpoint is data, and must not be able to run code when loaded.
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    state = {
+        key.removeprefix(_PREFIX): value
+        for key, value in checkpoint["state_dict"].items()
+        if key.startswith(_PREFIX)
+    }
+    into.load_state_dict(state)
+
+
+def export_model(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    out_dir: Path,
+    *,
+    checkpoint_path: str | None = None,
+) -> Path:
+    """Save ``model``, or it with the weights from ``checkpoint_path``, and the tokenizer.
+
+    A classifier's saved config carries ``id2label``/``label2id`` with the real label names.
+    """
+    if checkpoint_path:
+        # A fresh model of the same architecture, not a copy of the trained module: under
+        # FSDP or DeepSpeed that module holds flattened or partitioned parameters, and the
+        # checkpoint holds all the weights anyway.
+        model = type(model)(model.config)
+        load_hf_weights(checkpoint_path, into=model)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
+class ExportBestModel(pl.Callback):
+    """At the end of ``fit``, write the best checkpoint's model to ``model_dir`` (local or remote).
+
+    A remote folder gets a complete local export, copied file by file, and a remote best
+    checkpoint is read from a local copy, as ``run.resume.start_point`` does for the same reason.
+    """
+
+    def __init__(self, model_dir: str) -> None:
+        self.model_dir = model_dir
+
+    @rank_zero_only
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        datamodule = getattr(trainer, "datamodule", None)
+        model = getattr(pl_module, "model", None)
+        if not isinstance(model, PreTrainedModel) or datamodule is None:
+            return
+        checkpoint = best_checkpoint(trainer)
+        best = checkpoint.best_model_path if checkpoint else ""
+        remote = is_remote(self.model_dir)
+        with tempfile.TemporaryDirectory(prefix="seqcls-export-") as scratch:
+            local_best = best
+            if best and is_remote(best):
+                local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
+            out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
+            export_model(model, datamodule.tokenizer, out_dir, checkpoint_path=local_best or None)
+            if remote:
+                upload_dir(out_dir, self.model_dir)
+        log.info("Exported %s to %s", best or "the final weights", self.model_dir)

@@ -1,0 +1,122 @@
+"""Which checkpoint a ``fit`` starts from: the one given, else the newest complete one of the run.
+
+A preempted job is restarted with the same command (Vertex AI restarts it from the start of
+the code), so resuming needs no flag: without ``--ckpt_path``, ``fit`` continues from the
+newest checkpoint in the run's checkpoint folder, and a fresh run directory starts fresh.
+A checkpoint that does not load (truncated, corrupt, or holding weights only) is reported
+and skipped for the next newest. ``--ckpt_path last`` means the same; any other
+``--ckpt_path`` is used as given.
+"""
+
+import logging
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+
+from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote
+from seqcls.errors import ConfigurationError
+from seqcls.run.checkpoints import LAST
+from seqcls.run.zero_checkpoints import is_zero_checkpoint, zero_checkpoint_problem
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a run starts: ``source`` as the user knows it (maybe ``gs://``), ``local`` the
+    file Lightning loads (a downloaded copy of a remote one); both None for a fresh start."""
+
+    source: str | None = None
+    local: str | None = None
+    # As saved, for a checkpoint found in the run directory.
+    epoch: int | None = None
+    model: str | None = None
+
+
+def check_continues(start: StartPoint, max_epochs: int | None, model: str | None) -> None:
+    """Fail when the run directory's checkpoint cannot continue this command's run.
+
+    Usually the command was meant for a new run in a run directory that already holds
+    another: one past ``--trainer.max_epochs`` (Lightning would stop with an exception after
+    loading everything), or one of another model (its weights would silently replace it).
+    """
+    fix = "or give a new --trainer.default_root_dir to start afresh"
+    if start.epoch is not None and max_epochs not in (None, -1) and start.epoch >= max_epochs:
+        raise ConfigurationError(
+            f"--trainer.max_epochs {max_epochs}: this run directory's newest checkpoint "
+            f"({start.source}) is already at epoch {start.epoch + 1}; raise "
+            f"--trainer.max_epochs to train on, {fix}"
+        )
+    if start.model is not None and model is not None and start.model != model:
+        raise ConfigurationError(
+            f"--model.model_name_or_path {model}: this run directory's newest checkpoint "
+            f"({start.source}) fine-tunes {start.model}; give that model to resume it, {fix}"
+        )
+
+
+def start_point(
+    ckpt_path: str | None, checkpoints_dir: str, downloads: Path, *, automatic: bool
+) -> StartPoint:
+    """The checkpoint ``--ckpt_path`` means; with ``automatic``, None means the newest one.
+
+    ``last`` is resolved here rather than by Lightning, whose search strips the ``gs://``
+    from a remote checkpoint folder, finds nothing and silently starts from scratch. A
+    remote checkpoint is copied into ``downloads`` first: Lightning would read it through
+    gcsfs's default read cache, which has hung on a second read of one object.
+    """
+    if ckpt_path == LAST or (ckpt_path is None and automatic):
+        how = "--ckpt_path last" if ckpt_path == LAST else "This run directory has checkpoints"
+        return _newest_complete(checkpoints_dir, downloads, how)
+    if ckpt_path is None or not is_remote(ckpt_path):
+        return StartPoint(ckpt_path, ckpt_path)
+    if not exists(ckpt_path):
+        raise ConfigurationError(f"--ckpt_path: file not found: {ckpt_path}")
+    return StartPoint(ckpt_path, _local_copy(ckpt_path, downloads))
+
+
+def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPoint:
+    for source in files_newest_first(checkpoints_dir, ModelCheckpoint.FILE_EXTENSION):
+        local = _local_copy(source, downloads) if is_remote(source) else source
+        problem, state = _check(local)
+        if problem:
+            log.warning("%s: skipping %s: %s; trying the previous checkpoint", how, source, problem)
+            continue
+        log.info(
+            "%s: resuming from %s (epoch %s, global step %s)",
+            how,
+            source,
+            state.get("epoch"),
+            state.get("global_step"),
+        )
+        model = state.get("hyper_parameters", {}).get("model_name_or_path")
+        return StartPoint(source, local, int(state["epoch"]), model)
+    log.info("No checkpoint in %s yet, so training starts from scratch", checkpoints_dir)
+    return StartPoint()
+
+
+def _check(path: str) -> tuple[str | None, dict[str, Any]]:
+    """Why the checkpoint at ``path`` cannot resume a run (None when it can), and its contents.
+
+    ``mmap`` reads the archive's index without reading every tensor: a truncated file has
+    no index at its end and fails here. A folder is a DeepSpeed checkpoint, checked as such.
+    """
+    if is_zero_checkpoint(path):
+        return zero_checkpoint_problem(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"it does not load ({reason})", {}
+    if not isinstance(state, dict) or "loops" not in state or "optimizer_states" not in state:
+        return "it holds weights only, not the training state", {}
+    return None, state
+
+
+def _local_copy(url: str, downloads: Path) -> str:
+    local = download_file(url, downloads / posixpath.basename(url))
+    log.info("Copied %s to %s", url, local)
+    return str(local)

@@ -1,0 +1,111 @@
+import pytest
+
+from seqcls.data.labels import (
+    LabelSpace,
+    encode_labels,
+    infer_label_space,
+    is_unlabelled,
+    split_labels,
+)
+from seqcls.errors import ConfigurationError
+
+SINGLE = "single_label_classification"
+MULTI = "multi_label_classification"
+
+
+def space(values: list[object], **options: object) -> LabelSpace:
+    return infer_label_space(values, where="f", column="label", **options)  # type: ignore[arg-type]
+
+
+def test_names_are_sorted_and_independent_of_row_order() -> None:
+    assert space(["spam", "ham", "spam", "eggs"]) == LabelSpace(SINGLE, ("eggs", "ham", "spam"))
+    assert space(["eggs", "spam", "ham"]).names == ("eggs", "ham", "spam")
+
+
+def test_integer_labels_sort_numerically() -> None:
+    assert space([10, 2, 1, 2]).names == ("1", "2", "10")
+
+
+def test_floats_make_a_regression_named_after_the_column() -> None:
+    found = space([0.5, 3.75, 5.0])
+    assert found == LabelSpace("regression", ("label",))
+    assert found.num_outputs == 1
+    assert encode_labels([0.5, 2], found, where="f") == [0.5, 2.0]
+
+
+def test_lists_make_a_multi_label_problem() -> None:
+    found = space([["billing"], ["shipping", "billing"], ["account"]])
+    assert found == LabelSpace(MULTI, ("account", "billing", "shipping"))
+    targets = encode_labels([["shipping", "billing"], ["account"]], found, where="f")
+    assert targets == [[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]]
+
+
+def test_given_names_and_problem_type_are_kept() -> None:
+    found = space([1, 0], names=["no", "yes"])
+    assert found == LabelSpace(SINGLE, ("no", "yes"))
+    assert encode_labels([1, 0, 1], found, where="f") == [1, 0, 1]
+
+
+def test_a_regression_given_text_labels_is_an_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"regression needs numeric labels, found 'high'"):
+        space([1.0, "high"], problem_type="regression")
+
+
+def test_mixed_label_types_are_rejected_with_the_place() -> None:
+    with pytest.raises(ConfigurationError, match=r"train.csv, column 'label'.*int, str"):
+        infer_label_space([1, "two"], where="train.csv, column 'label'", column="label")
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), []])
+def test_empty_or_nan_labels_name_at_most_ten_rows(missing: object) -> None:
+    values = ["a"] + [missing] * 12
+    with pytest.raises(ConfigurationError) as error:
+        space(values)
+    message = str(error.value)
+    assert "row(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more" in message
+    assert "\n" not in message
+
+
+def test_encode_maps_names_to_ids_in_vocabulary_order() -> None:
+    found = LabelSpace(SINGLE, ("a", "b", "c"))
+    assert encode_labels(["b", "a", "c", "a"], found, where="f") == [1, 0, 2, 0]
+
+
+def test_integer_labels_match_names_by_text() -> None:
+    # Star ratings 1 and 5: names "1" and "5" get ids 0 and 1.
+    assert encode_labels([5, 1, 5], LabelSpace(SINGLE, ("1", "5")), where="f") == [1, 0, 1]
+
+
+def test_integer_labels_are_ids_when_names_are_words() -> None:
+    # GLUE files store 0/1 beside the names ["entailment", "not_entailment"].
+    found = LabelSpace(SINGLE, ("entailment", "not_entailment"))
+    assert encode_labels([0, 1, 1], found, where="f") == [0, 1, 1]
+
+
+def test_unseen_label_names_the_file_column_value_and_fix() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        encode_labels(
+            ["a", "zebra"], LabelSpace(SINGLE, ("a", "b")), where="dev.csv, column 'label'"
+        )
+    message = str(error.value)
+    assert "dev.csv, column 'label'" in message
+    assert "'zebra'" in message
+    assert "--data.label_names" in message
+    assert "\n" not in message
+
+
+def test_out_of_range_integer_is_not_taken_as_an_id() -> None:
+    with pytest.raises(ConfigurationError, match="'7'"):
+        encode_labels([0, 7], LabelSpace(SINGLE, ("negative", "positive")), where="f")
+
+
+def test_glue_test_splits_are_unlabelled() -> None:
+    assert is_unlabelled([-1, -1, None])
+    assert not is_unlabelled([-1, 0])
+
+
+def test_a_separator_turns_text_cells_into_label_lists() -> None:
+    values = split_labels(["billing|shipping", "account", " technical | billing "], "|")
+    assert values == [["billing", "shipping"], ["account"], ["technical", "billing"]]
+    assert space(values) == LabelSpace(MULTI, ("account", "billing", "shipping", "technical"))
+    assert split_labels(["a|b"], None) == ["a|b"]

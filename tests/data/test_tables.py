@@ -1,0 +1,144 @@
+import json
+from pathlib import Path
+
+import datasets
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from seqcls.data import tables
+from seqcls.data.tables import file_fingerprint, read_table, require_columns
+from seqcls.errors import ConfigurationError
+
+ROWS = [{"text": 'He said "hi" twice', "label": "a"}, {"text": "plain, with comma", "label": "b"}]
+
+
+def write(path: Path) -> Path:
+    if path.suffix == ".csv":
+        import csv
+
+        with path.open("w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=["text", "label"])
+            writer.writeheader()
+            writer.writerows(ROWS)
+    elif path.suffix == ".tsv":
+        lines = ["text\tlabel", *(f"{row['text']}\t{row['label']}" for row in ROWS)]
+        path.write_text("\n".join(lines) + "\n")
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    else:
+        pq.write_table(pa.Table.from_pylist(ROWS), path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
+def test_every_format_reads_the_same_rows(tmp_path: Path, suffix: str) -> None:
+    table = read_table(str(write(tmp_path / f"data{suffix}")), flag="--data.train_file")
+    assert table["text"] == [row["text"] for row in ROWS]
+    assert table["label"] == ["a", "b"]
+
+
+def test_tsv_keeps_bare_quotes_inside_a_field(tmp_path: Path) -> None:
+    # An unbalanced quote would merge the following rows under CSV quoting rules.
+    path = tmp_path / "quotes.tsv"
+    path.write_text('text\tlabel\nan "odd quote\ta\nnext row\tb\n')
+    table = read_table(str(path), flag="--data.train_file")
+    assert table["text"] == ['an "odd quote', "next row"]
+
+
+def test_missing_file_names_the_flag_and_path(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"--data.validation_file: file not found: .*nope.csv"
+    ):
+        read_table(str(tmp_path / "nope.csv"), flag="--data.validation_file")
+
+
+def test_unknown_suffix_lists_the_formats(tmp_path: Path) -> None:
+    path = tmp_path / "data.xlsx"
+    path.write_text("x")
+    with pytest.raises(ConfigurationError, match=r"\.csv, \.json, \.jsonl, \.parquet, \.tsv"):
+        read_table(str(path), flag="--data.train_file")
+
+
+def test_empty_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.csv"
+    path.write_text("text,label\n")
+    with pytest.raises(ConfigurationError, match="has no rows"):
+        read_table(str(path), flag="--data.train_file")
+
+
+def test_missing_columns_are_reported_together(tmp_path: Path) -> None:
+    table = read_table(str(write(tmp_path / "data.csv")), flag="--data.train_file")
+    with pytest.raises(ConfigurationError) as error:
+        require_columns(
+            table,
+            {"text_column": "sentence", "text_pair_column": None, "label_column": "y"},
+            path="data.csv",
+        )
+    message = str(error.value)
+    assert "'sentence' (--data.text_column)" in message
+    assert "'y' (--data.label_column)" in message
+    assert "['text', 'label']" in message
+
+
+def test_fingerprint_changes_when_the_file_changes(tmp_path: Path) -> None:
+    path = write(tmp_path / "data.csv")
+    before = file_fingerprint(str(path))
+    assert file_fingerprint(str(path)) == before
+    path.write_text(path.read_text() + "another row,a\n")
+    assert file_fingerprint(str(path)) != before
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "line"),
+    [
+        ("latin1.csv", b"text,label\nok,a\ncaf\xe9,b\n", 3),
+        ("latin1.tsv", b"text\tlabel\nok\ta\ncaf\xe9\tb\n", 3),
+        # datasets' JSON reader would accept these bytes and fail only when a row is read.
+        ("latin1.jsonl", b'{"text": "ok", "label": "a"}\n{"text": "caf\xe9", "label": "b"}\n', 2),
+    ],
+)
+def test_a_file_that_is_not_utf8_says_how_to_fix_it(
+    tmp_path: Path, name: str, data: bytes, line: int
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(ConfigurationError) as error:
+        read_table(str(path), flag="--data.train_file")
+    assert str(error.value) == (
+        f"--data.train_file: {path} is not UTF-8 (byte 0xe9 on line {line}); re-save it as UTF-8, "
+        "e.g. iconv -f latin1 -t utf-8 OLD > NEW"
+    )
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+def test_utf8_is_checked_across_read_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    monkeypatch.setattr(tables, "_CHUNK", chunk)
+    path = tmp_path / "data.csv"
+    path.write_text("text,label\ncafé 😀,a\nnaïve,b\n", encoding="utf-8")
+    assert read_table(str(path), flag="--data.train_file")["text"] == ["café 😀", "naïve"]
+    path.write_bytes(path.read_bytes() + "\u00e9".encode()[:1])  # cut short at the very end
+    with pytest.raises(ConfigurationError, match=r"byte 0xc3 on line 4\)"):
+        read_table(str(path), flag="--data.train_file")
+
+
+def test_a_remote_file_reads_like_a_local_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # memory:// stands in for any fsspec URL; gs:// itself is tested against an emulator.
+    monkeypatch.setattr(datasets.config, "DOWNLOADED_DATASETS_PATH", tmp_path / "downloads")
+    local = write(tmp_path / "data.csv")
+    url = "memory://seqcls-tables/data.csv"
+    fs = fsspec.filesystem("memory")
+    fs.pipe_file(url, local.read_bytes())
+    try:
+        before = file_fingerprint(url)
+        assert read_table(url, flag="--data.train_file").to_list() == ROWS
+        fs.pipe_file(url, local.read_bytes() + b"another row,a\n")
+        assert file_fingerprint(url) != before
+        assert read_table(url, flag="--data.train_file")["label"] == ["a", "b", "a"]
+    finally:
+        fs.rm(url)

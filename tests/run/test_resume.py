@@ -1,0 +1,151 @@
+"""Which checkpoint a run starts from, how checkpoints are written, and what never reaches logs."""
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from jsonargparse import Namespace
+from lightning_fabric.plugins import TorchCheckpointIO
+
+from seqcls.errors import ConfigurationError, unloadable
+from seqcls.hardware import Hardware
+from seqcls.run.checkpoints import AtomicCheckpointIO
+from seqcls.run.config_checks import check_trainer, one_line
+from seqcls.run.redact import REDACTED, redact, redact_config
+from seqcls.run.resume import StartPoint, check_continues, start_point
+
+STATE = {"epoch": 1, "global_step": 8, "loops": {}, "optimizer_states": [], "state_dict": {}}
+
+
+def save(path: Path, step: int, mtime: int) -> Path:
+    torch.save({**STATE, "global_step": step}, path)
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_a_fresh_run_directory_starts_fresh(tmp_path: Path) -> None:
+    start = start_point(None, str(tmp_path / "checkpoints"), tmp_path, automatic=True)
+    assert start == StartPoint()
+
+
+def test_fit_resumes_from_the_newest_checkpoint(tmp_path: Path) -> None:
+    save(tmp_path / "best-epoch0-step4.ckpt", 4, 1_000)
+    newest = save(tmp_path / "last.ckpt", 8, 2_000)
+    for ckpt_path in [None, "last"]:
+        start = start_point(ckpt_path, str(tmp_path), tmp_path / "downloads", automatic=True)
+        assert start == StartPoint(str(newest), str(newest), epoch=1)
+    # validate/test/predict load only what --ckpt_path names.
+    assert start_point(None, str(tmp_path), tmp_path, automatic=False) == StartPoint()
+
+
+def test_unloadable_checkpoints_are_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = save(tmp_path / "best-epoch0-step4.ckpt", 4, 1_000)
+    weights = tmp_path / "weights-only.ckpt"
+    torch.save({"state_dict": {}}, weights)
+    last = save(tmp_path / "last.ckpt", 8, 3_000)
+    last.write_bytes(last.read_bytes()[:100])
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        start = start_point(None, str(tmp_path), tmp_path, automatic=True)
+    assert start.source == str(good)
+    assert f"skipping {last}: it does not load" in caplog.text
+    assert f"skipping {weights}: it holds weights only" in caplog.text
+    assert f"resuming from {good} (epoch 1, global step 4)" in caplog.text
+
+
+def test_checkpoints_are_written_whole_and_the_resumed_one_is_kept(tmp_path: Path) -> None:
+    kept, other = tmp_path / "best-a.ckpt", tmp_path / "best-b.ckpt"
+    io = AtomicCheckpointIO(keep=str(kept))
+    io.checkpoint_io = TorchCheckpointIO()
+    for path in (kept, other):
+        io.save_checkpoint(STATE, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best-a.ckpt", "best-b.ckpt"]
+    io.remove_checkpoint(kept)
+    io.remove_checkpoint(other)
+    assert kept.is_file()
+    assert not other.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("data.token", "abc"),
+        ("model.api_key", "abc"),
+        ("data.storage_options.password", "abc"),
+        ("model.model_name_or_path", "hf_" + "a" * 34),
+        ("data.train_file", "ya29.a0Af_secret"),
+        ("data.note", "AKIAABCDEFGHIJKLMNOP"),
+    ],
+)
+def test_secrets_are_redacted(key: str, value: str) -> None:
+    assert redact(key, value) == REDACTED
+
+
+def test_ordinary_values_and_url_passwords(tmp_path: Path) -> None:
+    assert redact("data.tokenizer_name_or_path", "bert-base") == "bert-base"
+    assert redact("data.max_tokens", 512) == 512
+    assert (
+        redact("data.train_file", "https://me:pw@host/x.csv") == f"https://me:{REDACTED}@host/x.csv"
+    )
+    config = Namespace(data=Namespace(token="t", batch_size=8))
+    assert redact_config(config) == Namespace(data=Namespace(token=REDACTED, batch_size=8))
+    assert config.data.token == "t"
+
+
+def test_type_errors_become_one_line() -> None:
+    message = (
+        'Parser key "trainer.max_epochs":\n  Does not validate against any of the Union '
+        "subtypes\n  Errors:\n    - Expected a <class 'int'>\n    - Expected a <class "
+        "'NoneType'>\n  Given value type: <class 'str'>\n  Given value: abc"
+    )
+    assert one_line(message, []) == "--trainer.max_epochs abc: expected int or null"
+
+
+CPU_ONLY = Hardware(gpus=0, gpu_name=None, gpu_bf16=False, tpu=False, torch_xla=False)
+T4 = Hardware(gpus=1, gpu_name="Tesla T4", gpu_bf16=False, tpu=False, torch_xla=False)
+
+
+def test_bf16_on_a_gpu_without_it() -> None:
+    trainer = Namespace(accelerator="gpu", devices=1, precision="bf16-mixed")
+    with pytest.raises(ConfigurationError) as error:
+        check_trainer(trainer, T4)
+    assert str(error.value) == (
+        "--trainer.precision bf16-mixed: this GPU (Tesla T4) has no bf16 (V100, T4 and older); "
+        "use --trainer.precision 16-mixed (fp16 with loss scaling)"
+    )
+    check_trainer(Namespace(accelerator="gpu", devices=1, precision="16-mixed"), T4)
+
+
+def test_more_gpus_than_the_machine_has() -> None:
+    with pytest.raises(ConfigurationError, match=r"--trainer.devices 4: this machine has 1 GPU"):
+        check_trainer(Namespace(accelerator="cuda", devices=4, precision="32-true"), T4)
+
+
+def test_cpu_settings_pass_anywhere() -> None:
+    check_trainer(Namespace(accelerator="cpu", devices=1, precision="bf16-mixed"), CPU_ONLY)
+    check_trainer(Namespace(accelerator="auto", devices="auto", precision="bf16-mixed"), CPU_ONLY)
+
+
+def test_an_unreachable_hub_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    error = OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+    message = str(unloadable("--model.model_name_or_path", "org/model", error))
+    assert "'org/model': not a local directory, and the Hugging Face Hub cannot be reached" in (
+        message
+    )
+    assert "HF_HUB_OFFLINE=1" in message
+
+
+def test_a_run_directory_of_another_model_is_not_resumed() -> None:
+    start = StartPoint("run/checkpoints/last.ckpt", "run/checkpoints/last.ckpt", 0, "models/a")
+    check_continues(start, 3, "models/a")
+    with pytest.raises(ConfigurationError) as error:
+        check_continues(start, 3, "models/b")
+    assert str(error.value) == (
+        "--model.model_name_or_path models/b: this run directory's newest checkpoint "
+        "(run/checkpoints/last.ckpt) fine-tunes models/a; give that model to resume it, "
+        "or give a new --trainer.default_root_dir to start afresh"
+    )
