@@ -119,8 +119,8 @@ class TextClassificationDataModule(TextDataModule):
             group_by_length: Train on batches of similar lengths (random within large
                 sorted megabatches, batches in a new random order each epoch, seeded by
                 ``seed``): far less padding, so faster, but batches less random, which
-                cost STS-B 1.4 Pearson and 2.5 to 3.2 Spearman points (docs/benchmarks.md). Off: rows shuffled
-                one by one, as run_glue does.
+                cost STS-B 1.4 Pearson and 2.5 to 3.2 Spearman points (docs/benchmarks.md).
+                Off: rows shuffled one by one, as run_glue does.
             pad_to_multiple_of: Round ``longest`` padding up to a multiple of this. By
                 default 8 on GPUs and TPUs (tensor-core shapes, fewer compiled shapes) and
                 none on CPU, where rounding only adds padding.
