@@ -1,5 +1,6 @@
 """Where a split's rows come from: a local or remote file, or a split of a hub dataset."""
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -32,7 +33,9 @@ class Source:
 
     def read(self) -> datasets.Dataset:
         if self.path:
-            return read_table(self.path, flag=self.flag)
+            # The label space and the encoder both need the training rows: read each version
+            # of a file once per process.
+            return _read_file(self.path, self.flag, file_fingerprint(self.path, flag=self.flag))
         return self._load_hub()
 
     def fingerprint(self) -> str:
@@ -57,6 +60,11 @@ class Source:
         if not isinstance(table, datasets.Dataset):
             raise ConfigurationError(f"{self.flag}: {self.label} is not a single split")
         return table
+
+
+@functools.lru_cache(maxsize=8)
+def _read_file(path: str, flag: str, fingerprint: str) -> datasets.Dataset:
+    return read_table(path, flag=flag)
 
 
 @dataclass(frozen=True)
