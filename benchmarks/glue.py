@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("runs/glue"), help="where both sides write")
     p.add_argument("--model", default="models/all-MiniLM-L6-v2", help="model directory or hub id")
     p.add_argument("--tasks", default=",".join(TASKS), help="comma-separated tasks")
-    p.add_argument("--epochs", type=float, default=3.0)
+    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-train-samples", type=int, help="the first N training rows (smoke runs)")
     p.add_argument("--sides", default=",".join(SIDES), help="seqcls, hf or both")
     p.add_argument("--json", type=Path, help="also write the table here")
