@@ -6,12 +6,14 @@ fp32), then the dev metrics side by side:
 
     python benchmarks/run.py glue GLUE_DIR [--out runs/glue] [--model models/all-MiniLM-L6-v2]
         [--tasks rte,mrpc,stsb,cola] [--epochs 3] [--max-train-samples N] [--sides seqcls,hf]
+        [--hf-padding longest|max_length]
 
 ``GLUE_DIR`` holds RTE/, MRPC/, STS-B/ and CoLA/, each with train.csv and dev.csv whose columns
 are text[,text_pair],label (labels as in the hub's glue dataset). Per task, seqcls runs as a
 user runs it, ``seqcls fit`` with the task's preset (configs/data/glue/TASK.yaml) and then
 ``seqcls validate`` on the final checkpoint, into OUT/seqcls/TASK; the HF Trainer runs in its
-own process (``hf_side.py``, both sides padding each batch to its longest example) and writes
+own process (``hf_side.py``; both sides pad each batch to its longest example unless
+``--hf-padding max_length``, which changes the speed, not the metrics) and writes
 OUT/hf/TASK/results.json. The table is read back from OUT, so the two sides may run on
 different machines (``--sides``) into one folder. seqcls keeps its best checkpoint and the
 HF Trainer reports its final epoch: both are shown for seqcls, "last" being like for like.
@@ -47,6 +49,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-train-samples", type=int, help="the first N training rows (smoke runs)")
     p.add_argument("--sides", default=",".join(SIDES), help="seqcls, hf or both")
+    p.add_argument(
+        "--hf-padding",
+        choices=("longest", "max_length"),
+        default="longest",
+        help="the HF side's padding: per batch, or run_glue's default of every row to 128",
+    )
     p.add_argument("--json", type=Path, help="also write the table here")
     args = p.parse_args(argv)
     args.tasks, args.sides = args.tasks.split(","), args.sides.split(",")
@@ -110,7 +118,7 @@ def run_hf(task: str, train: Path, dev: Path, args: argparse.Namespace) -> None:
         "epochs": args.epochs,
         "warmup_steps": 0,  # every step timed
         "task": task,
-        "side": {"padding": "longest", "grouped": False, "bf16": False},
+        "side": {"padding": args.hf_padding, "grouped": False, "bf16": False},
     }
     result = in_own_process("hf_side", spec)
     out = args.out / "hf" / task
