@@ -16,6 +16,8 @@ dry_run=false
 spot=false
 restart_workers=false
 seqcls_args=()
+env_names=()
+env_values=()
 consumed=0
 
 # One line on stderr naming what is wrong and how to fix it, then exit 2 (a usage error).
@@ -39,6 +41,20 @@ need_count() {
   if [[ ! "$2" =~ ^[0-9]+$ ]] || (($2 < $3)); then die "$1 $2: expected a whole number >= $3"; fi
 }
 
+# add_env NAME=VALUE: one more variable for the training container (containerSpec.env).
+add_env() {
+  local name="${1%%=*}" value="${1#*=}" given
+  [[ "$1" == *=* && "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
+    die "--env $1: expected NAME=VALUE with NAME of letters, digits and '_', e.g. --env NCCL_DEBUG=INFO"
+  [[ "$name" != AIP_* && "$name" != CLUSTER_SPEC && "$name" != TF_CONFIG ]] ||
+    die "--env $name: Vertex AI sets $name itself; leave it out"
+  for given in "${env_names[@]}"; do
+    [[ "$given" != "$name" ]] || die "--env $name: given twice; keep one"
+  done
+  env_names+=("$name")
+  env_values+=("$value")
+}
+
 # parse_options HANDLER ARGS...: the common options here, the launcher's through HANDLER, which
 # sets $consumed to the number of arguments it used, or returns 1 for an unknown option.
 parse_options() {
@@ -54,6 +70,7 @@ parse_options() {
       --image) need_value "$@"; image="$2"; shift 2 ;;
       --name) need_value "$@"; name="$2"; shift 2 ;;
       --service-account) need_value "$@"; service_account="$2"; shift 2 ;;
+      --env) need_value "$@"; add_env "$2"; shift 2 ;;
       --dry-run) dry_run=true; shift ;;
       -h | --help) usage; exit 0 ;;
       --) shift; seqcls_args=("$@"); break ;;
@@ -107,15 +124,27 @@ yaml_string() {
   printf '"%s"' "$s"
 }
 
-# The containerSpec of a worker pool: $1 image, then its arguments.
-container_spec() {
-  local arg
+# A containerSpec with an image only: $1.
+image_spec() {
   echo "    containerSpec:"
   echo "      imageUri: $(yaml_string "$1")"
+}
+
+# The containerSpec of a training pool: $1 image, then its arguments; the --env variables too.
+container_spec() {
+  local arg i
+  image_spec "$1"
   shift
-  (($#)) || return 0
-  echo "      args:"
-  for arg in "$@"; do echo "        - $(yaml_string "$arg")"; done
+  if (($#)); then
+    echo "      args:"
+    for arg in "$@"; do echo "        - $(yaml_string "$arg")"; done
+  fi
+  ((${#env_names[@]})) || return 0
+  echo "      env:"
+  for i in "${!env_names[@]}"; do
+    echo "        - name: ${env_names[i]}"
+    echo "          value: $(yaml_string "${env_values[i]}")"
+  done
 }
 
 # The job's CustomJobSpec, in the camelCase field names of the Vertex AI REST API: gcloud
