@@ -51,6 +51,9 @@ add_env() {
   for given in "${env_names[@]}"; do
     [[ "$given" != "$name" ]] || die "--env $name: given twice; keep one"
   done
+  if [[ "${name^^}" =~ (TOKEN|SECRET|PASSWORD|API_?KEY)$ && "$name" != SEQCLS_SECRET_* ]]; then
+    echo "$script: warning: --env $name: its value is stored in the job spec, which anyone who can view the job reads; name a Secret Manager version instead: --env SEQCLS_SECRET_$name=projects/PROJECT/secrets/SECRET/versions/latest" >&2
+  fi
   env_names+=("$name")
   env_values+=("$value")
 }

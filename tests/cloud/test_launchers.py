@@ -238,6 +238,20 @@ def test_env_reaches_the_training_containers_only(launcher: Launcher) -> None:
     assert "env" not in launcher.dry_run(GPU)["workerPoolSpecs"][0]["containerSpec"]
 
 
+def test_env_with_a_token_warns_and_points_to_secret_manager(launcher: Launcher) -> None:
+    result = launcher(TPU, "--dry-run", *REQUIRED, "--env", "HF_TOKEN=hf_abc")
+    [pool] = yaml.safe_load(result.stdout)["workerPoolSpecs"]
+    assert pool["containerSpec"]["env"] == [{"name": "HF_TOKEN", "value": "hf_abc"}]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{TPU}: warning: --env HF_TOKEN: its value is stored in the job spec")
+    assert line.endswith(
+        "--env SEQCLS_SECRET_HF_TOKEN=projects/PROJECT/secrets/SECRET/versions/latest"
+    )
+    assert "hf_abc" not in result.stderr
+    version = "SEQCLS_SECRET_HF_TOKEN=projects/p/secrets/hf-token/versions/latest"
+    assert launcher(GPU, "--dry-run", *REQUIRED, "--env", version).stderr == ""
+
+
 @pytest.mark.parametrize(("tpu", "accelerator"), [("v3-8", "TPU_V3"), ("v2-8", "TPU_V2")])
 def test_tpu_v2_and_v3_hosts(launcher: Launcher, tpu: str, accelerator: str) -> None:
     spec = launcher.dry_run(TPU, "--tpu", tpu)
