@@ -185,6 +185,7 @@ check_target() {
   need_count --nodes "$nodes" 1
   [[ "$reducers" == 0 ]] || check_reducers
   ((nodes == 1)) || restart_workers=true
+  refuse_trainer_configs configs/trainer/gpu.yaml configs/trainer/tpu.yaml configs/trainer/cpu.yaml
 }
 
 # T4, V100 and P4 (the n1 GPUs) have no bf16, which the GPU configs use: there seqcls trains

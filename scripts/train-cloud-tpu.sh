@@ -49,6 +49,7 @@ check_target() {
     v5e-8 | v6e-8 | v3-8 | v2-8) ;;
     *) die "--tpu $tpu: one of v5e-8, v6e-8, v3-8, v2-8 (one host with 8 TPU chips or cores)" ;;
   esac
+  refuse_trainer_configs configs/trainer/tpu.yaml configs/trainer/{gpu,multinode,cpu,deepspeed,fsdp}.yaml
 }
 
 default_seqcls_args() {

@@ -51,7 +51,13 @@ add_env() {
   for given in "${env_names[@]}"; do
     [[ "$given" != "$name" ]] || die "--env $name: given twice; keep one"
   done
-  if [[ "${name^^}" =~ (TOKEN|SECRET|PASSWORD|API_?KEY)$ && "$name" != SEQCLS_SECRET_* ]]; then
+  # seqcls reads these when the job starts (seqcls/cloud/secrets.py): check them now.
+  if [[ "$name" == SEQCLS_SECRET_* ]]; then
+    [[ "$name" != SEQCLS_SECRET_ ]] ||
+      die "--env $name: name the variable to set, e.g. --env SEQCLS_SECRET_HF_TOKEN=projects/PROJECT/secrets/SECRET/versions/latest"
+    [[ "$value" =~ ^projects/[^/[:space:]]+/secrets/[^/[:space:]]+/versions/[^/[:space:]]+$ ]] ||
+      die "--env $name=$value: expected projects/PROJECT/secrets/SECRET/versions/VERSION (VERSION may be latest)"
+  elif [[ "${name^^}" =~ (TOKEN|SECRET|PASSWORD|API_?KEY)$ ]]; then
     echo "$script: warning: --env $name: its value is stored in the job spec, which anyone who can view the job reads; name a Secret Manager version instead: --env SEQCLS_SECRET_$name=projects/PROJECT/secrets/SECRET/versions/latest" >&2
   fi
   env_names+=("$name")
@@ -82,6 +88,19 @@ parse_options() {
         shift "$consumed"
         ;;
     esac
+  done
+}
+
+# refuse_trainer_configs USE OTHER...: dies when the seqcls arguments stack one of the OTHER
+# trainer configs, made for other machines than the launcher's: the job would stop at start.
+refuse_trainer_configs() {
+  local use="$1" arg other
+  shift
+  for arg in "${seqcls_args[@]}"; do
+    for other in "$@"; do
+      [[ "$arg" != "$other" ]] ||
+        die "-- ... --config $arg: not for the machines $script starts; stack $use instead"
+    done
   done
 }
 

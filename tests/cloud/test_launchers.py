@@ -329,6 +329,17 @@ MISTAKES = [
     (GPU, [*REQUIRED, "--env", "AIP_MODEL_DIR=gs://b/m"], "Vertex AI sets AIP_MODEL_DIR itself"),
     (TPU, [*REQUIRED, "--env", "CLUSTER_SPEC={}"], "Vertex AI sets CLUSTER_SPEC itself"),
     (GPU, [*REQUIRED, "--env"], "--env needs a value"),
+    (TPU, [*REQUIRED, "--env", "SEQCLS_SECRET_HF_TOKEN=hf-token"],
+     "--env SEQCLS_SECRET_HF_TOKEN=hf-token: expected projects/PROJECT/secrets/SECRET/versions/"),
+    (GPU, [*REQUIRED, "--env", "SEQCLS_SECRET_=projects/p/secrets/s/versions/1"],
+     "--env SEQCLS_SECRET_: name the variable to set"),
+    (TPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/gpu.yaml"],
+     "-- ... --config configs/trainer/gpu.yaml: not for the machines train-cloud-tpu.sh starts; "
+     "stack configs/trainer/tpu.yaml instead"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/tpu.yaml"],
+     "--config configs/trainer/tpu.yaml: not for the machines train-cloud-gpu.sh starts"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/cpu.yaml"],
+     "stack configs/trainer/gpu.yaml instead"),
     (TPU, [*REQUIRED, "--nodes", "2"], "unknown option '--nodes'"),
     (GPU, [*REQUIRED, "--name", "my run"], "--name my run: use letters"),
 ]  # fmt: skip
