@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -110,3 +111,14 @@ def test_an_unreachable_secret_manager_is_one_line() -> None:
     env = {"SEQCLS_SECRET_HF_TOKEN": VERSION}
     with pytest.raises(ConfigurationError, match="Secret Manager unreachable"):
         apply_secrets(env, requests.Session(), "http://127.0.0.1:9/v1")
+
+
+def test_no_credentials_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Google's default credentials are looked up only when a secret is named."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(ConfigurationError) as raised:
+        apply_secrets({"SEQCLS_SECRET_HF_TOKEN": VERSION})
+    assert str(raised.value) == (
+        "SEQCLS_SECRET_HF_TOKEN: no Google credentials to read Secret Manager with "
+        "(DefaultCredentialsError); on Vertex AI the job's service account has them"
+    )
