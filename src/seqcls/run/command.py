@@ -19,6 +19,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveCon
 from pytorch_lightning.utilities import rank_zero_info
 from transformers import PreTrainedModel
 
+from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.storage import read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
@@ -89,6 +90,8 @@ class RunCLI(LightningCLI):
         """What the model learns from the data besides the tokenizer; nothing by default."""
 
     def before_instantiate_classes(self) -> None:
+        # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
+        apply_secrets()
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
         check_batch_size(config.get("data"))
