@@ -116,10 +116,9 @@ def tune_thresholds(probabilities: torch.Tensor, targets: torch.Tensor) -> list[
 def fit_calibration(problem_type: str, logits: torch.Tensor, labels: torch.Tensor) -> Fitted:
     """Temperature (single-label) or thresholds (multi-label) fitted on validation rows."""
     if problem_type == "single_label_classification":
-        before = expected_calibration_error(logits.float().softmax(-1), labels)
         temperature = fit_temperature(logits, labels)
         after = expected_calibration_error((logits.float() / temperature).softmax(-1), labels)
-        metrics = {"temperature": temperature, "ece_calibrated": after, "ece_uncalibrated": before}
+        metrics = {"temperature": temperature, "ece_calibrated": after}
         return Fitted(Calibration(temperature=temperature), metrics)
     if problem_type == "multi_label_classification":
         thresholds = tune_thresholds(logits.float().sigmoid(), labels)

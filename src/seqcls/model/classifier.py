@@ -57,7 +57,8 @@ class SequenceClassifier(pl.LightningModule):
                 logits are divided by it, so that probabilities match frequencies) or one
                 decision threshold per label (multi-label: the best F1 of each). They are
                 saved with the exported model and applied by predict, validate and test.
-                False: scores and decisions are the network's own (see docs/evaluation.md).
+                False: scores and decisions are the network's own, whatever was saved
+                (see docs/evaluation.md).
             gradient_checkpointing: Recompute activations in the backward pass instead of
                 keeping them: about a third slower, much less memory (large models on
                 small GPUs).
@@ -72,7 +73,10 @@ class SequenceClassifier(pl.LightningModule):
         super().__init__()
         if not label_names:
             raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
-        self.save_hyperparameters()
+        # Not a hyper-parameter: Lightning would restore it from a checkpoint over the flag, and
+        # --model.calibrate false must hold for predict, validate and test too.
+        self.save_hyperparameters(ignore=["calibrate"])
+        self.calibrate = calibrate
         self.labels = LabelSpace(problem_type, tuple(label_names))
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold

@@ -55,8 +55,7 @@ class EvaluationReport(pl.Callback):
         self._fitted: Fitted | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        applies = isinstance(pl_module, SequenceClassifier) and pl_module.hparams["calibrate"]
-        if stage != "fit" and isinstance(pl_module, SequenceClassifier) and applies:
+        if stage != "fit" and isinstance(pl_module, SequenceClassifier) and pl_module.calibrate:
             pl_module.calibration = self._saved_calibration(pl_module)
             if pl_module.calibration is not None:
                 log.info("Applying the saved calibration: %s", pl_module.calibration)
@@ -113,7 +112,7 @@ class EvaluationReport(pl.Callback):
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._best or not isinstance(pl_module, SequenceClassifier):
             return
-        if pl_module.hparams.get("calibrate", True):
+        if pl_module.calibrate:
             first = self._best[next(iter(self._best))]  # calibrated on the first validation set
             self._fitted = fit_calibration(
                 pl_module.labels.problem_type, first.logits, first.targets
