@@ -8,19 +8,19 @@
 - regression: ``scatter.png`` and ``worst_residuals.csv``.
 
 Metrics come from torchmetrics; pictures are drawn with matplotlib's Agg canvas (no display,
-no pyplot state).
+no pyplot state). matplotlib is imported when a picture is drawn: it takes a second or more.
 """
+
+from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from torchmetrics.functional.classification import (
     multiclass_confusion_matrix,
     multiclass_f1_score,
@@ -36,6 +36,9 @@ from torchmetrics.functional.classification import (
 
 from seqcls.data.labels import LabelSpace
 from seqcls.model.calibration import ECE_BINS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 AVERAGES: tuple[Literal["none", "macro", "weighted"], ...] = ("none", "macro", "weighted")
 SHOWN_ROWS = 25  # rows in most_wrong.csv / worst_residuals.csv
@@ -68,6 +71,8 @@ def write_report(
         figures = _multi_label(folder, space, rows, texts, thresholds)
     else:
         figures = _single_label(folder, space, rows, texts, temperature)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     for name, figure in figures.items():
         FigureCanvasAgg(figure).print_png(folder / f"{name}.png")
     return figures
@@ -150,7 +155,7 @@ def _multi_label(
         fields=["index", "text", "gold", "predicted", "confidence"],
     )
     matrices = multilabel_confusion_matrix(predicted, gold, n)
-    figure = Figure(figsize=(2.6 * n, 2.8), layout="constrained")
+    figure = _figure(figsize=(2.6 * n, 2.8))
     for axes, matrix, name in zip(
         figure.subplots(1, n, squeeze=False)[0], matrices, space.names, strict=True
     ):
@@ -177,7 +182,7 @@ def _regression(folder: Path, rows: Rows, texts: Texts) -> dict[str, Figure]:
         ],
         fields=["index", "text", "gold", "predicted", "residual"],
     )
-    figure = Figure(figsize=(5, 5), layout="constrained")
+    figure = _figure(figsize=(5, 5))
     axes = figure.subplots()
     axes.scatter(gold.numpy(), predicted.numpy(), s=8, alpha=0.6)
     low, high = float(min(gold.min(), predicted.min())), float(max(gold.max(), predicted.max()))
@@ -212,7 +217,7 @@ def _per_class_table(
 
 def _confusion_figure(matrix: torch.Tensor, names: Sequence[str]) -> Figure:
     size = 2.5 + 0.5 * len(names)
-    figure = Figure(figsize=(size, size), layout="constrained")
+    figure = _figure(figsize=(size, size))
     _draw_matrix(figure.subplots(), matrix, names)
     return figure
 
@@ -239,7 +244,7 @@ def _reliability_figure(logits: torch.Tensor, gold: torch.Tensor, temperature: f
 
     With a temperature, the network's own curve and the calibrated one.
     """
-    figure = Figure(figsize=(5, 5), layout="constrained")
+    figure = _figure(figsize=(5, 5))
     axes = figure.subplots()
     axes.plot([0, 1], [0, 1], color="grey", linewidth=1, label="calibrated ideal")
     curves = {"model": 1.0}
@@ -260,6 +265,12 @@ def _reliability_figure(logits: torch.Tensor, gold: torch.Tensor, temperature: f
     return figure
 
 
+def _figure(**options: Any) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(layout="constrained", **options)
+
+
 def _write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None) -> None:
     with path.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=fields or list(rows[0]))
@@ -269,6 +280,8 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None 
 
 def figure_pixels(figure: Figure) -> Any:
     """The picture as an RGB array (height, width, 3), for TensorBoard."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba())[..., :3]
