@@ -188,10 +188,11 @@ def test_help(launcher: Launcher) -> None:
         assert "#" not in out.splitlines()[0]
 
 
-def test_readme_launches_are_valid(launcher: Launcher) -> None:
-    """Each launcher command in the README, previewed with --dry-run, makes a spec."""
-    readme = (REPO / "README.md").read_text()
-    lines = [line for line in readme.splitlines() if line.startswith("bash scripts/train-cloud-")]
+def test_documented_launches_are_valid(launcher: Launcher) -> None:
+    """Each launcher command in the README and docs/, previewed with --dry-run, makes a spec."""
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    text = "\n".join(doc.read_text() for doc in docs)
+    lines = [line for line in text.splitlines() if line.startswith("bash scripts/train-cloud-")]
     assert len(lines) >= 4
     for line in lines:
         _, path, *args = shlex.split(line, comments=True)

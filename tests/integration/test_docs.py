@@ -74,6 +74,13 @@ def test_docs_have_commands() -> None:
     assert sum(1 for _ in blocks()) >= 5
 
 
+def test_readme_is_short_and_links_every_doc() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250, "README.md grew past 250 lines: move detail to docs/"
+    unlinked = [doc.name for doc in DOCS[1:] if f"](docs/{doc.name})" not in readme]
+    assert not unlinked, f"README.md links to no {unlinked}"
+
+
 def test_every_documented_command_runs(workspace: Path) -> None:
     ran = 0
     # Shell blocks first, in order; Python examples use what they produced.

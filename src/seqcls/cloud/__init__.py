@@ -1,2 +1,10 @@
 """Google Cloud: files on local disk or ``gs://`` (``storage``), and Vertex AI's environment
 (``vertex``: ``CLUSTER_SPEC`` and the ``AIP_*`` folders)."""
+
+import os
+
+# gcsfs reads this on import, which fsspec defers to the first gs:// URL. Left true, gcsfs asks
+# the Storage Control gRPC API for each bucket's layout, and where that API is unreachable (an
+# emulator, a host without a route to it) each operation first waits 60 s for it to time out.
+# The JSON API serves standard and hierarchical buckets; zonal buckets need it set to true.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
