@@ -37,6 +37,7 @@ from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
 from seqcls.run.redact import redact_config
+from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
@@ -138,6 +139,8 @@ class RunCLI(LightningCLI):
             config["logger"] = tensorboard_logger(self.layout.logs)
         callbacks = [
             *(config.get("callbacks") or []),
+            # Before the export, which saves the calibration it fits.
+            EvaluationReport(self.layout.model, self.start.source),
             ExportBestModel(self.layout.model),
             MetricsFile(),
             Throughput(),
