@@ -37,6 +37,7 @@ from seqcls.run.logs import tensorboard_logger
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
 from seqcls.run.redact import redact_config
 from seqcls.run.resume import check_continues, start_point
+from seqcls.run.random_state import RandomState
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 
@@ -140,6 +141,7 @@ class RunCLI(LightningCLI):
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            RandomState(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
