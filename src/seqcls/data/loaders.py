@@ -2,9 +2,9 @@
 
 Training rows come in an order fixed by the seed and the epoch (``order.py``), so a resumed
 run sees the batches an uninterrupted one would. On CPU and GPU each batch is padded to its
-longest input; training batches may group inputs of similar length (``length_grouping.py``), and on a CPU each batch runs as a few length-sorted
-pieces (``sub_batches.py``). On XLA (TPU) every new shape compiles a new graph, so
-batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
+longest input; training batches may group inputs of similar length (``length_grouping.py``),
+and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``). On XLA
+(TPU) every new shape compiles a new graph, so batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
 with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
@@ -144,15 +144,19 @@ def train_loader(
 ) -> DataLoader:
     """The training loader; ``resume()`` says (epoch, batches trained in it) for a resumed run."""
     # A DistributedSampler either way, so Lightning keeps it under DDP instead of replacing it.
-    shards = {
-        "num_replicas": trainer.world_size if trainer is not None else 1,
-        "rank": trainer.global_rank if trainer is not None else 0,
-        "seed": seed,
-    }
+    world = trainer.world_size if trainer is not None else 1
+    rank = trainer.global_rank if trainer is not None else 0
     sampler = (
-        LengthGroupedSampler(token_lengths(rows), batch_size, drop_last=drop_last, **shards)
+        LengthGroupedSampler(
+            token_lengths(rows),
+            batch_size,
+            num_replicas=world,
+            rank=rank,
+            seed=seed,
+            drop_last=drop_last,
+        )
         if group_by_length
-        else EpochOrder(len(rows), **shards)
+        else EpochOrder(len(rows), num_replicas=world, rank=rank, seed=seed)
     )
     if resume is not None:
         point = resume

@@ -1,4 +1,4 @@
-"""The training order: drawn from the seed and the epoch alone, so a resumed run sees the same batches.
+"""The training order, drawn from the seed and the epoch alone: a resumed run sees the same batches.
 
 A ``RandomSampler`` draws each epoch's order from the global random state, which a restarted
 process does not share with the one that stopped, so a run resumed mid-epoch would replay

@@ -35,9 +35,9 @@ from seqcls.run.export import ExportBestModel
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.random_state import RandomState
 from seqcls.run.redact import redact_config
 from seqcls.run.resume import check_continues, start_point
-from seqcls.run.random_state import RandomState
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 
