@@ -4,8 +4,9 @@ Training rows come in an order fixed by the seed and the epoch (``order.py``), s
 run sees the batches an uninterrupted one would. On CPU and GPU each batch is padded to its
 longest input; training batches may group inputs of similar length (``length_grouping.py``),
 and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``). On XLA
-(TPU) every new shape compiles a new graph, so batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
-with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
+(TPU) every new shape compiles a new graph, so batches are padded to ``max_length`` and the
+last incomplete training batch is dropped; or, with ``buckets``, to the shortest of a few
+fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
 """
