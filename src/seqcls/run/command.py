@@ -36,6 +36,7 @@ from seqcls.run.export import ExportBestModel
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.random_state import RandomState
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
@@ -146,6 +147,7 @@ class RunCLI(LightningCLI):
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            RandomState(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
