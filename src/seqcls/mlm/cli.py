@@ -14,6 +14,9 @@ from seqcls.run.command import RunCLI, run_cli
 
 
 class MaskedLMCLI(RunCLI):
+    command = "seqcls mlm"
+    pipeline_tag = "fill-mask"  # its model/ is a masked LM, for the model card
+
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
         # Nothing to predict: a masked LM's output is its model/ folder.
