@@ -181,6 +181,10 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
     # Nothing trained is lost: the checkpoint holds every step the stopped process logged.
     (event_file,) = (tmp_path / "run/logs").glob("events.out.tfevents.*")
     assert max(logged_steps(event_file)) == saved - 1
+    stopped = json.loads((tmp_path / "run/metrics.json").read_text())["fit"]
+    assert stopped["status"] == "stopped by SIGTERM"
+    assert stopped["steps"] == saved
+    assert stopped["exported"] is None
 
     again = seqcls(args)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -191,6 +195,7 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
     resumed, reference = final_validation(tmp_path / "run"), final_validation(uninterrupted)
     for name, tolerance in RESUME_TOLERANCE.items():
         assert resumed[name] == pytest.approx(reference[name], abs=tolerance), name
+    assert json.loads((tmp_path / "run/metrics.json").read_text())["fit"]["status"] == "finished"
 
 
 @pytest.mark.slow

@@ -187,3 +187,18 @@ def test_the_model_card_command_trains_the_same_model_again(
     main([subcommand, *args])
     again = json.loads(Path("runs/again/metrics.json").read_text())
     assert again["validation"] == metrics(run)["validation"]
+
+
+def test_a_resumed_run_reports_the_best_checkpoint_it_did_not_validate_itself(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    # With the step as metric and mode min, the first validation (step 4) stays the best.
+    first_is_best = "--checkpoint.monitor", "step", "--checkpoint.mode", "min"
+    run = tmp_path / "run"
+    fit(run, tiny_bert, *first_is_best, "--trainer.max_epochs", "2")
+    before = metrics(run)
+    fit(run, tiny_bert, *first_is_best, "--trainer.max_epochs", "3")  # resumes at step 8
+    after = metrics(run)
+    assert after["best"] == before["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
+    assert after["validation"] == before["validation"]
+    assert after["fit"]["steps"] == 3 * STEPS_PER_EPOCH
