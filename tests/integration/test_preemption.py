@@ -101,7 +101,8 @@ def final_validation(run: Path) -> dict[str, float]:
     for event_file in (run / "logs").glob("events.out.tfevents.*"):
         events = EventAccumulator(str(event_file))
         events.Reload()
-        for tag in RESUME_TOLERANCE:
+        # A process stopped before its first validation logged none.
+        for tag in set(RESUME_TOLERANCE) & set(events.Tags()["scalars"]):
             for event in events.Scalars(tag):
                 if event.step >= final.get(tag, (-1, 0.0))[0]:
                     final[tag] = (event.step, event.value)
