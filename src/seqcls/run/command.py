@@ -142,12 +142,12 @@ class RunCLI(LightningCLI):
             config["logger"] = tensorboard_logger(self.layout.logs)
         callbacks = [
             *(config.get("callbacks") or []),
-            ValidateFinalWeights(),
             ExportBestModel(self.layout.model),
             MetricsFile(),
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            ValidateFinalWeights(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
