@@ -44,3 +44,14 @@ def test_no_subcommand_prints_the_help_and_fails(capsys: pytest.CaptureFixture[s
         main([])
     assert done.value.code == 2
     assert capsys.readouterr().err == HELP
+
+
+def test_mlm_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    assert "seqcls mlm: continue masked-LM pretraining" in shown
+    assert "Lightning Trainer command line tool" not in shown
+    for name in MaskedLMCLI.subcommands():
+        assert name in shown

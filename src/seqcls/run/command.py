@@ -73,6 +73,7 @@ class SaveRunConfig(SaveConfigCallback):
 class RunCLI(LightningCLI):
     command = "seqcls"  # how the command is typed, for the model card's reproduce line
     pipeline_tag = "text-classification"  # what model/ does, for the model card
+    description = "seqcls: fine-tune a Hugging Face sequence classifier with PyTorch Lightning."
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
@@ -221,6 +222,8 @@ class RunCLI(LightningCLI):
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         self.parser_class = OneLineErrorParser  # parse errors as one line (see config_checks)
+        # The top of --help (a subcommand's parser gets its own description from Lightning).
+        kwargs.setdefault("description", self.description)
         return super().init_parser(**kwargs)
 
 
