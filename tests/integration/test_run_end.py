@@ -119,8 +119,9 @@ def test_with_validation_off_metrics_json_says_so(
     tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     run = tmp_path / "run"
+    off = "--trainer.limit_val_batches", "0", "--trainer.enable_checkpointing", "false"
     with caplog.at_level(logging.INFO, logger="seqcls"):
-        fit(run, tiny_bert, "--trainer.max_steps", "3", "--trainer.limit_val_batches", "0")
+        fit(run, tiny_bert, "--trainer.max_steps", "3", *off)
     result = metrics(run)
     assert set(result) == {"fit"}
     assert result["fit"]["exported"] == "final weights"
@@ -130,6 +131,8 @@ def test_with_validation_off_metrics_json_says_so(
     _, sections = card_sections(run / "model")
     assert sections["Validation metrics"].strip().startswith("Not validated: validation is off")
     assert "Not validated: validation is off" in caplog.text
+    # The closing line names what is there: no checkpoints/ here.
+    assert f"Run directory: {run} (model/, logs/, metrics.json, config.yaml)" in caplog.text
 
 
 def test_a_sigterm_leaves_metrics_json_with_the_best_so_far(

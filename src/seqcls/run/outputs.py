@@ -78,7 +78,7 @@ class MetricsFile(pl.Callback):
     """Write final metrics per split to ``RUN/metrics.json``, however the command ends.
 
     ``validate`` and ``test`` record what they measured. ``fit`` writes, when it finishes,
-    stops on a signal or fails:
+    or stops on a signal or an error once training has started:
 
     - ``validation``: the metrics of the weights exported to ``RUN/model``, which are those
       of the best checkpoint by the monitored metric, or the final weights when no best
@@ -96,12 +96,16 @@ class MetricsFile(pl.Callback):
 
     def __init__(self) -> None:
         self.history: list[dict[str, float]] = []
+        self.training = False  # set once training starts: setup errors leave nothing behind
 
     def state_dict(self) -> dict[str, Any]:
         return {"history": self.history}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict["history"])
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.training = True
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -123,7 +127,9 @@ class MetricsFile(pl.Callback):
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
-        if trainer.state.fn == "fit":
+        # A mistake found while setting up (a missing column, say) stops the run before
+        # anything is written, as one line (run/config_checks.py).
+        if trainer.state.fn == "fit" and self.training:
             self._write(trainer, self.fit_results(trainer, exception), replaces=_FIT_KEYS)
 
     def fit_results(self, trainer: pl.Trainer, exception: BaseException | None) -> dict[str, Any]:
