@@ -23,7 +23,7 @@ import pytorch_lightning as pl
 import torch
 from harness import StepClock, command_line, environment, key_value_table, peak_rss_mib, write_json
 
-from seqcls.cli import SeqclsCLI, make_cli
+from seqcls.classifier_cli import SeqclsCLI, make_cli
 
 
 class StepTimer(pl.Callback):

@@ -120,7 +120,7 @@ def test_the_run_directory_is_in_the_bucket(
     names = {path.removeprefix(f"{BUCKET}/run/") for path in gcs.find(f"{BUCKET}/run")}
     for name in ["config.yaml", "metrics.json", "checkpoints/last.ckpt", "logs/hparams.yaml"]:
         assert name in names
-    for name in ["config.json", "model.safetensors", "tokenizer.json"]:
+    for name in ["config.json", "model.safetensors", "tokenizer.json", "README.md"]:
         assert f"model/{name}" in names
     assert any(name.startswith("checkpoints/best-epoch") for name in names)
     # The training rows were read from the bucket (no local file has these names).

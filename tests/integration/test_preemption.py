@@ -103,6 +103,7 @@ def final_validation(run: Path) -> dict[str, float]:
     for event_file in (run / "logs").glob("events.out.tfevents.*"):
         events = EventAccumulator(str(event_file))
         events.Reload()
+        # A process stopped before its first validation logged none.
         for tag in set(RESUME_TOLERANCE) & set(events.Tags()["scalars"]):
             for event in events.Scalars(tag):
                 if event.step >= final.get(tag, (-1, 0.0))[0]:
@@ -183,6 +184,10 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
     # Nothing trained is lost: the checkpoint holds every step the stopped process logged.
     (event_file,) = (tmp_path / "run/logs").glob("events.out.tfevents.*")
     assert max(logged_steps(event_file)) == saved - 1
+    stopped = json.loads((tmp_path / "run/metrics.json").read_text())["fit"]
+    assert stopped["status"] == "stopped by SIGTERM"
+    assert stopped["steps"] == saved
+    assert stopped["exported"] is None
 
     again = seqcls(args)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -194,6 +199,7 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
     for name, tolerance in RESUME_TOLERANCE.items():
         assert resumed[name] == pytest.approx(reference[name], abs=tolerance), name
     assert_same_weights(tmp_path / "run", uninterrupted)
+    assert json.loads((tmp_path / "run/metrics.json").read_text())["fit"]["status"] == "finished"
 
 
 @pytest.mark.slow
