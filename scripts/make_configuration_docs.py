@@ -22,7 +22,7 @@ from jsonargparse import ActionConfigFile
 from pytorch_lightning import Trainer
 from pytorch_lightning.cli import LightningArgumentParser
 
-from seqcls.cli import SeqclsCLI
+from seqcls.classifier_cli import SeqclsCLI
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.mlm.cli import MaskedLMCLI
 from seqcls.mlm.corpus import TextCorpusDataModule

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
@@ -165,3 +166,38 @@ def test_last_checkpoint_stays_fresh_when_the_metric_stops_improving(
     last = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
     assert best["epoch"] == 0
     assert last["global_step"] == STEPS_PER_EPOCH * EPOCHS
+
+
+def test_model_card_states_metadata_labels_metrics_recipe_and_hardware(
+    run: Path, tiny_bert: Path
+) -> None:
+    _, front, body = (run / "model" / "README.md").read_text().split("---\n", 2)
+    meta = yaml.safe_load(front)
+    assert meta["base_model"] == str(tiny_bert)
+    assert meta["pipeline_tag"] == "text-classification"
+    assert meta["library_name"] == "transformers"
+    assert meta["metrics"] == ["accuracy", "macro_f1"]
+    assert "license" not in meta  # the tiny model's card states none
+    assert "datasets" not in meta  # local files, not a hub dataset
+    sections = dict(part.split("\n", 1) for part in body.split("\n## ")[1:])
+    assert list(sections) == [
+        "Labels", "Validation metrics", "Training recipe", "Hardware and time", "How to reproduce",
+    ]  # fmt: skip
+
+    def table(section: str) -> dict[str, str]:
+        rows = [line.strip("|").split("|") for line in section.splitlines() if line[:2] == "| "]
+        return {key.strip(): value.strip() for key, value in rows[1:]}
+
+    assert table(sections["Labels"]) == {str(i): name for i, name in enumerate(LABELS)}
+    validation = json.loads((run / "metrics.json").read_text())["validation"]
+    shown = table(sections["Validation metrics"])
+    assert {name: float(value) for name, value in shown.items()} == pytest.approx(
+        validation, abs=1e-4
+    )
+    recipe = table(sections["Training recipe"])
+    assert recipe["learning rate"] == "0.001"
+    assert recipe["batch size per device"] == "16"
+    assert recipe["max epochs"] == str(EPOCHS)
+    assert recipe["optimizer steps trained"] == str(STEPS_PER_EPOCH * EPOCHS)
+    assert "1 node(s) x 1 CPU" in sections["Hardware and time"]
+    assert "minutes" in sections["Hardware and time"]

@@ -77,7 +77,22 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
         cwd=work,
     )  # fmt: skip
     assert "Effective batch size 16 = 8 per device x 2 device(s) x 1 node(s)" in output
+    (work / "output.log").write_text(output)
     return work
+
+
+def test_ddp_tokenizes_once_per_node(ddp_run: Path) -> None:
+    """One process per node tokenizes each split into the cache; every rank then reads it."""
+    lines = (ddp_run / "output.log").read_text().splitlines()
+
+    def flags(event: str) -> list[str]:
+        """The split flag of each log line that reports ``event``, from both processes."""
+        return sorted(line.split(": ")[1] for line in lines if f": {event} " in line)
+
+    splits = ["--data.train_file", "--data.validation_file"]
+    assert flags("tokenizing") == splits
+    # Both processes' logs are here: each rank's setup() read both splits from the cache.
+    assert flags("using cached tokens") == sorted(splits * 2)
 
 
 def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run: Path) -> None:
