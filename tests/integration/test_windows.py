@@ -162,3 +162,67 @@ def test_validation_metrics_count_each_document_once(work: Path) -> None:
     fitted = json.loads((work / "run" / "metrics.json").read_text())
     if fitted["best"]["epoch"] == EPOCHS - 1:
         assert fitted["validation"] == pytest.approx(measured, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--data.window_stride", "0"], "--data.window_stride 0: give the tokens between"),
+        (["--data.window_stride", "16"], "--data.window_stride 16: give the tokens between"),
+        (["--data.window_stride", "15"], "a window holds 14 text tokens"),
+        (["--data.window_pooling", "max"], "--data.window_pooling max needs --data.window_stride"),
+        (
+            ["--data.window_stride", "8", "--data.text_pair_column", "text"],
+            "--data.window_stride cannot split text pairs",
+        ),
+    ],
+)
+def test_bad_window_options_are_one_line_errors(
+    tmp_path: Path,
+    tiny_bert: Path,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    message: str,
+) -> None:
+    train = write_csv(tmp_path / "train.csv", documents(6, seed=3))
+    with pytest.raises(SystemExit) as done:
+        seqcls(
+            "fit", tmp_path / "run",
+            "--model.model_name_or_path", str(tiny_bert),
+            "--data.train_file", train,
+            "--data.max_length", str(MAX_LENGTH),
+            "--data.cache_dir", str(tmp_path / "cache"),
+            *extra,
+        )  # fmt: skip
+    assert done.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("seqcls: error: ")
+    assert message in line
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_windows_on_a_hub_dataset_without_the_text_column_is_a_one_line_error(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A local folder stands in for a hub repository: load_dataset() reads both the same way.
+    hub = tmp_path / "hub-dataset"
+    hub.mkdir()
+    rows = [{"review": row["text"], "label": row["label"]} for row in documents(6, seed=4)]
+    write_csv(hub / "train.csv", rows)
+    with pytest.raises(SystemExit) as done:
+        seqcls(
+            "fit", tmp_path / "run",
+            "--model.model_name_or_path", str(tiny_bert),
+            "--data.dataset_name", str(hub),
+            "--data.validation_split", "null",
+            "--data.label_names", "[billing, shipping]",
+            "--data.problem_type", "single_label_classification",
+            "--data.window_stride", "8",
+            "--data.max_length", str(MAX_LENGTH),
+            "--data.cache_dir", str(tmp_path / "cache"),
+        )  # fmt: skip
+    assert done.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("seqcls: error: ")
+    assert "missing column 'text' (--data.text_column)" in line
+    assert "'review'" in line  # names the columns there are

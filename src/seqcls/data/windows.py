@@ -12,7 +12,6 @@ lie ``window_stride`` tokens apart, so every token is seen instead of only the f
   and predictions are per document, in input order, exactly as without windows.
 """
 
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import datasets
@@ -140,8 +139,3 @@ def pool_windows(
     document_labels = labels.new_zeros((len(documents), *labels.shape[1:]))
     document_labels[owner] = labels
     return documents, pooled, document_labels
-
-
-def window_counts(rows: datasets.Dataset) -> Sequence[int]:
-    """How many windows each document was read as."""
-    return [len(windows) for windows in rows["input_ids"]]
