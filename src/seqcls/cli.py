@@ -1,51 +1,73 @@
 """The ``seqcls`` command: fine-tune a sequence classifier (and ``seqcls mlm``: pretrain one).
 
-``seqcls fit|validate|test|predict`` is a LightningCLI over ``SequenceClassifier`` and
-``TextClassificationDataModule``, with the run directory of ``run/command.py``. What the model
-learns from the data (tokenizer, label names, problem type, metrics) is linked here, so the
-user states it once.
+``seqcls fit|validate|test|predict`` runs the LightningCLI of ``classifier_cli.py``, and
+``seqcls mlm ...`` that of ``mlm/cli.py``. Both import Lightning, transformers and datasets,
+which takes seconds, so this module imports them only once a subcommand runs: ``seqcls``
+and ``seqcls --help`` answer at once.
 """
 
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
 
-import datasets
-from pytorch_lightning.cli import ArgsType, LightningArgumentParser
-from pytorch_lightning.utilities.exceptions import SIGTERMException
-
-from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
-from seqcls.model.classifier import SequenceClassifier
-from seqcls.run.command import RunCLI, run_cli
-from seqcls.run.signals import exit_status
+
+if TYPE_CHECKING:
+    from seqcls.classifier_cli import SeqclsCLI
+
+# The subcommands, as ``seqcls --help`` lists them (a test checks them against the CLIs).
+SUBCOMMANDS = {
+    "fit": "fine-tune a classifier; the same command again resumes it from its run directory",
+    "validate": "score a checkpoint on the validation data, into metrics.json",
+    "test": "score a checkpoint on the test data, into metrics.json",
+    "predict": "write predictions: one row per input, in input order",
+    "mlm": "continue masked-LM pretraining: seqcls mlm fit|validate|test",
+}
+_LISTING = "".join(f"  {name:<10}  {text}\n" for name, text in SUBCOMMANDS.items())
+HELP = f"""\
+usage: seqcls [-h] {{{",".join(SUBCOMMANDS)}}} ...
+
+seqcls fine-tunes Hugging Face sequence classifiers (BERT, RoBERTa and anything
+AutoModelForSequenceClassification loads) with PyTorch Lightning, on a CPU, GPUs (one or
+many nodes) or a Cloud TPU. Each run has a run directory (--trainer.default_root_dir) that
+holds config.yaml, checkpoints/, logs/, model/ (with a model card) and metrics.json.
+
+subcommands:
+{_LISTING}
+options:
+  -h, --help  show this help message and exit
+
+Every subcommand takes --config FILE (repeat it: configs stack) and --section.key VALUE;
+seqcls SUBCOMMAND --help lists every flag, --print_config shows the resolved config.
+For example: seqcls fit --config configs/local.yaml
+"""
 
 
-class SeqclsCLI(RunCLI):
-    def link_data_and_model(self, parser: LightningArgumentParser) -> None:
-        """The label space the data decides, passed on to the model's head and metrics, and
-        how evaluation pools a document's windows (``--data.window_stride``)."""
-        for derived in [
-            "label_names",
-            "problem_type",
-            "metrics",
-            "validation_names",
-            "window_pooling",
-        ]:
-            parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
+def make_cli(args: Any = None, *, run: bool = True) -> "SeqclsCLI":
+    """Parse ``args`` of ``seqcls``, build model, data and trainer, and (with run) run it."""
+    from seqcls.classifier_cli import make_cli as make_classifier_cli
+
+    return make_classifier_cli(args, run=run)
 
 
-def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
-    """Parse ``args``, build model, data and trainer, and (with ``run``) run the subcommand."""
-    cli: SeqclsCLI = run_cli(SeqclsCLI, SequenceClassifier, TextClassificationDataModule, args, run)
-    return cli
+def main(args: Any = None) -> None:
+    argv = sys.argv[1:] if args is None else args
+    if isinstance(argv, list) and argv[:1] in ([], ["-h"], ["--help"]):
+        print(HELP, end="", file=sys.stdout if argv else sys.stderr)
+        if not argv:
+            sys.exit(2)  # no subcommand: as argparse does
+        return
+    # Imported before logging is set up: Lightning keeps its own handler when it finds none.
+    import datasets
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    from seqcls.run.signals import exit_status
 
-def main(args: ArgsType = None) -> None:
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     logging.getLogger("seqcls").setLevel(logging.INFO)
+
     # Reading and caching files is quick; its progress bars would bury the training output.
     datasets.disable_progress_bars()
-    argv = sys.argv[1:] if args is None else args
     try:
         if isinstance(argv, list) and argv[:1] == ["mlm"]:
             from seqcls.mlm.cli import make_mlm_cli

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
@@ -82,7 +83,8 @@ def test_tensorboard_has_loss_learning_rate_and_validation_metrics(run: Path) ->
 
 def test_metrics_file_matches_the_best_checkpoint(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
-    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss"}
+    calibration = {"ece", "temperature", "ece_calibrated"}  # see test_report.py
+    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss", *calibration}
     best = torch.load(best_checkpoint(run), weights_only=True)
     assert metrics["best"] == {"epoch": best["epoch"], "step": best["global_step"]}
 
@@ -98,6 +100,8 @@ def test_validate_reproduces_the_best_metrics_and_writes_its_own_file(
     ])  # fmt: skip
     fitted = json.loads((run / "metrics.json").read_text())["validation"]
     validated = json.loads((out / "metrics.json").read_text())["validation"]
+    # fit alone records the temperature it fitted; validate applies it (ece_calibrated).
+    assert fitted.pop("temperature") > 0
     assert validated == pytest.approx(fitted, abs=1e-5)
     assert not (out / "config.yaml").exists()
 
@@ -111,7 +115,7 @@ def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
         "--trainer.default_root_dir", str(out),
     ])  # fmt: skip
     test_metrics = json.loads((out / "metrics.json").read_text())["test"]
-    assert set(test_metrics) == {"accuracy", "macro_f1", "loss"}
+    assert set(test_metrics) == {"accuracy", "macro_f1", "loss", "ece", "ece_calibrated"}
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +166,38 @@ def test_last_checkpoint_stays_fresh_when_the_metric_stops_improving(
     last = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
     assert best["epoch"] == 0
     assert last["global_step"] == STEPS_PER_EPOCH * EPOCHS
+
+
+def test_model_card_states_metadata_labels_metrics_recipe_and_hardware(
+    run: Path, tiny_bert: Path
+) -> None:
+    _, front, body = (run / "model" / "README.md").read_text().split("---\n", 2)
+    meta = yaml.safe_load(front)
+    assert meta["base_model"] == str(tiny_bert)
+    assert meta["pipeline_tag"] == "text-classification"
+    assert meta["library_name"] == "transformers"
+    assert meta["metrics"] == ["accuracy", "macro_f1"]
+    assert "license" not in meta  # the tiny model's card states none
+    assert "datasets" not in meta  # local files, not a hub dataset
+    sections = dict(part.split("\n", 1) for part in body.split("\n## ")[1:])
+    assert list(sections) == [
+        "Labels", "Validation metrics", "Training recipe", "Hardware and time", "How to reproduce",
+    ]  # fmt: skip
+
+    def table(section: str) -> dict[str, str]:
+        rows = [line.strip("|").split("|") for line in section.splitlines() if line[:2] == "| "]
+        return {key.strip(): value.strip() for key, value in rows[1:]}
+
+    assert table(sections["Labels"]) == {str(i): name for i, name in enumerate(LABELS)}
+    validation = json.loads((run / "metrics.json").read_text())["validation"]
+    shown = table(sections["Validation metrics"])
+    assert {name: float(value) for name, value in shown.items()} == pytest.approx(
+        validation, abs=1e-4
+    )
+    recipe = table(sections["Training recipe"])
+    assert recipe["learning rate"] == "0.001"
+    assert recipe["batch size per device"] == "16"
+    assert recipe["max epochs"] == str(EPOCHS)
+    assert recipe["optimizer steps trained"] == str(STEPS_PER_EPOCH * EPOCHS)
+    assert "1 node(s) x 1 CPU" in sections["Hardware and time"]
+    assert "minutes" in sections["Hardware and time"]

@@ -115,3 +115,35 @@ def test_there_is_nothing_to_predict() -> None:
     with pytest.raises(SystemExit) as done:
         main(["mlm", "predict", "--config", str(REPO / "configs/mlm.yaml")])
     assert done.value.code == 2
+
+
+def test_model_card_of_a_masked_lm(mlm_run: Path, tiny_bert: Path) -> None:
+    _, front, body = (mlm_run / "model" / "README.md").read_text().split("---\n", 2)
+    meta = yaml.safe_load(front)
+    assert meta["pipeline_tag"] == "fill-mask"
+    assert meta["base_model"] == str(tiny_bert)
+    assert meta["metrics"] == ["perplexity"]
+    assert "seqcls mlm fit --config config.yaml" in body
+    assert "## Labels" not in body
+
+
+def test_max_steps_within_the_first_epoch_still_measures_perplexity(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    main(
+        [
+            "mlm", "fit",
+            "--config", str(REPO / "configs/mlm.yaml"),
+            "--model.model_name_or_path", str(tiny_bert),
+            "--data.max_train_samples", "96",
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--trainer.max_steps", "2",
+            "--trainer.enable_progress_bar", "false",
+        ]
+    )  # fmt: skip
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["fit"]["validated"] is True
+    assert metrics["best"]["step"] == 2
+    assert metrics["validation"]["perplexity"] > 1
+    assert len(scalars(tmp_path / "run" / "logs", "val/perplexity")) == 1

@@ -23,7 +23,7 @@ def test_train_local_script_fine_tunes_the_quickstart_model(tmp_path: Path) -> N
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
-    assert "Validation metrics of the best checkpoint: accuracy=" in output
+    assert "Validation metrics of model/ (best checkpoint, step " in output
     assert f"Run directory: {run}" in output
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["validation"]["accuracy"] >= 0.85

@@ -14,6 +14,13 @@ from seqcls.run.command import RunCLI, run_cli
 
 
 class MaskedLMCLI(RunCLI):
+    command = "seqcls mlm"
+    pipeline_tag = "fill-mask"  # its model/ is a masked LM, for the model card
+    description = (
+        "seqcls mlm: continue masked-LM pretraining on unlabelled text; "
+        "seqcls fit then fine-tunes its model/."
+    )
+
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
         # Nothing to predict: a masked LM's output is its model/ folder.

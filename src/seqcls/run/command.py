@@ -7,8 +7,10 @@ the exported model and ``metrics.json``. ``seqcls`` (``cli.py``) and ``seqcls ml
 """
 
 import json
+import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,10 @@ from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from pytorch_lightning.utilities import rank_zero_info
 from transformers import PreTrainedModel
 
-from seqcls.cloud.storage import read_text, write_text
+from seqcls.cloud.secrets import apply_secrets
+from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
@@ -32,14 +34,19 @@ from seqcls.run.config_checks import (
     check_trainer,
 )
 from seqcls.run.export import ExportBestModel
+from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
+from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.random_state import RandomState
 from seqcls.run.redact import redact_config
+from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 
+log = logging.getLogger(__name__)
 CONFIG_FILE = "config.yaml"
 
 
@@ -67,6 +74,10 @@ class SaveRunConfig(SaveConfigCallback):
 
 
 class RunCLI(LightningCLI):
+    command = "seqcls"  # how the command is typed, for the model card's reproduce line
+    pipeline_tag = "text-classification"  # what model/ does, for the model card
+    description = "seqcls: fine-tune a Hugging Face sequence classifier with PyTorch Lightning."
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         # When last.ckpt is saved besides after validation (--last_checkpoint.*).
@@ -89,6 +100,8 @@ class RunCLI(LightningCLI):
         """What the model learns from the data besides the tokenizer; nothing by default."""
 
     def before_instantiate_classes(self) -> None:
+        # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
+        apply_secrets()
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
         check_batch_size(config.get("data"))
@@ -135,11 +148,15 @@ class RunCLI(LightningCLI):
             config["logger"] = tensorboard_logger(self.layout.logs)
         callbacks = [
             *(config.get("callbacks") or []),
+            # Before the export, which saves the calibration it fits.
+            EvaluationReport(self.layout.model, self.start.source),
             ExportBestModel(self.layout.model),
             MetricsFile(),
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            RandomState(),
+            ValidateFinalWeights(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
@@ -163,24 +180,58 @@ class RunCLI(LightningCLI):
             options["monitor"], options["mode"] = monitor
         return ModelCheckpoint(**options)
 
+    def before_fit(self) -> None:
+        self._fit_started = time.monotonic()
+
     def after_fit(self) -> None:
         if not self.trainer.is_global_zero:
             return
         run_dir = self.trainer.default_root_dir
         metrics = read_text(os.path.join(run_dir, METRICS_FILE))
+        results = json.loads(metrics) if metrics is not None else {}
+        if exists(self.layout.model):
+            self._write_model_card(results)
         if metrics is not None:
-            validation = json.loads(metrics).get("validation", {})
-            shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(validation.items()))
-            rank_zero_info(f"Validation metrics of the best checkpoint: {shown}")
-        rank_zero_info(
-            f"Run directory: {run_dir} (model/, checkpoints/, logs/, {METRICS_FILE}, {CONFIG_FILE})"
+            fit = results.get("fit", {})
+            if fit.get("validated"):
+                shown = ", ".join(
+                    f"{name}={value:.4f}" for name, value in sorted(results["validation"].items())
+                )
+                step = results["best"]["step"]
+                log.info(
+                    "Validation metrics of model/ (%s, step %d): %s", fit["exported"], step, shown
+                )
+            elif "note" in fit:
+                log.info("Not validated: %s", fit["note"])
+        # Only what is there: a file the run did not write is not announced.
+        written = [
+            name
+            for name in ["model/", "checkpoints/", "logs/", METRICS_FILE, CONFIG_FILE]
+            if exists(os.path.join(run_dir, name.rstrip("/")))
+        ]
+        log.info("Run directory: %s (%s)", run_dir, ", ".join(written))
+
+    def _write_model_card(self, metrics: dict[str, Any]) -> None:
+        config_yaml = read_text(os.path.join(self.trainer.default_root_dir, CONFIG_FILE))
+        card = model_card(
+            self._config(),
+            self.trainer,
+            dict(self.model.hparams),
+            command=f"{self.command} fit",
+            pipeline_tag=self.pipeline_tag,
+            metrics=metrics,
+            minutes=(time.monotonic() - self._fit_started) / 60,
+            config_yaml=config_yaml or "",
         )
+        log.info("Wrote the model card %s", write_model_card(self.layout.model, card))
 
     def _config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         self.parser_class = OneLineErrorParser  # parse errors as one line (see config_checks)
+        # The top of --help (a subcommand's parser gets its own description from Lightning).
+        kwargs.setdefault("description", self.description)
         return super().init_parser(**kwargs)
 
 

@@ -11,16 +11,20 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import BasePredictionWriter, ModelCheckpoint
 from pytorch_lightning.utilities import rank_zero_only
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from seqcls.cloud.storage import open_for_writing, read_text, write_text
 from seqcls.data.columns import INDEX
 from seqcls.data.glue import glue_file_name, glue_task
 from seqcls.data.labels import LabelSpace
 from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.signals import stop_signal
 
 log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.json"
 _STEP_KEYS = ("epoch", "step")
+# What fit owns in metrics.json: its validation splits, the best step and how it ended.
+_FIT_KEYS = ("validation", "best", "fit")
 
 
 def split_name(prefix: str) -> str:
@@ -37,11 +41,18 @@ def group_by_split(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     return grouped
 
 
-def update_metrics_file(run_dir: str, results: dict[str, Any]) -> str:
-    """Merge ``results`` into ``run_dir/metrics.json``: each command updates only its own splits."""
+def update_metrics_file(
+    run_dir: str, results: dict[str, Any], replaces: tuple[str, ...] = ()
+) -> str:
+    """Merge ``results`` into ``run_dir/metrics.json``: each command updates only its own splits.
+
+    Keys that start with one of ``replaces`` are dropped first: what this command owns and
+    did not measure this time must not survive from an earlier run.
+    """
     path = os.path.join(run_dir, METRICS_FILE)
     existing = read_text(path)
     merged = json.loads(existing) if existing is not None else {}
+    merged = {key: value for key, value in merged.items() if not key.startswith(replaces)}
     merged.update(results)
     write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
@@ -51,16 +62,50 @@ def _floats(metrics: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> dict
     return {name: float(value) for name, value in metrics.items() if name.startswith(prefixes)}
 
 
-class MetricsFile(pl.Callback):
-    """Write final metrics per split to ``RUN/metrics.json``.
+def ended_by(exception: BaseException | None) -> str:
+    """How a fit ended, in words, for ``metrics.json``."""
+    if exception is None:
+        return "finished"
+    if isinstance(exception, SIGTERMException):
+        return f"stopped by {stop_signal()}"
+    if isinstance(exception, KeyboardInterrupt):
+        return "stopped by SIGINT"
+    first_line = str(exception).strip().split("\n")[0]
+    return f"failed: {type(exception).__name__}: {first_line}"
 
-    After ``fit`` the validation metrics are those of the epoch that produced the best
-    checkpoint, i.e. of the model exported to ``RUN/model``; ``validate`` and ``test``
-    record what they measured.
+
+class MetricsFile(pl.Callback):
+    """Write final metrics per split to ``RUN/metrics.json``, however the command ends.
+
+    ``validate`` and ``test`` record what they measured. ``fit`` writes, when it finishes,
+    or stops on a signal or an error once training has started:
+
+    - ``validation``: the metrics of the weights exported to ``RUN/model``, which are those
+      of the best checkpoint by the monitored metric, or the final weights when no best
+      checkpoint is kept; every fit validates its final weights (``final_validation``), so
+      they compete for best. A fit that did not finish has written no model: it records the
+      best so far;
+    - ``best``: the epoch and step of those weights;
+    - ``fit``: how it ended (``status``), the optimizer ``steps`` trained, which weights
+      ``model/`` holds (``exported``: ``best checkpoint``, ``final weights`` or null),
+      whether ``validation`` measured them (``validated``), and a ``note`` when not.
+
+    The validation history is kept in checkpoints, so a resumed run still knows the
+    metrics of a best checkpoint saved before the restart.
     """
 
     def __init__(self) -> None:
         self.history: list[dict[str, float]] = []
+        self.training = False  # set once training starts: setup errors leave nothing behind
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": self.history}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.history = list(state_dict["history"])
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.training = True
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -77,24 +122,61 @@ class MetricsFile(pl.Callback):
         self._write(trainer, group_by_split(_floats(trainer.callback_metrics, ("test/",))))
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not self.history:
-            return
-        best = self._best_entry(best_checkpoint(trainer))
-        metrics = {key: value for key, value in best.items() if key not in _STEP_KEYS}
-        steps = {key: int(best[key]) for key in _STEP_KEYS}
-        self._write(trainer, {**group_by_split(metrics), "best": steps})
+        self._write(trainer, self.fit_results(trainer, None), replaces=_FIT_KEYS)
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        # A mistake found while setting up (a missing column, say) stops the run before
+        # anything is written, as one line (run/config_checks.py).
+        if trainer.state.fn == "fit" and self.training:
+            self._write(trainer, self.fit_results(trainer, exception), replaces=_FIT_KEYS)
+
+    def fit_results(self, trainer: pl.Trainer, exception: BaseException | None) -> dict[str, Any]:
+        """What ``fit`` writes to ``metrics.json`` (class docstring)."""
+        finished = exception is None
+        checkpoint = best_checkpoint(trainer)
+        has_best = checkpoint is not None and bool(checkpoint.best_model_path)
+        entry = self._best_entry(checkpoint) if self.history else None
+        validated = entry is not None and (has_best or entry["step"] == trainer.global_step)
+        fit: dict[str, Any] = {
+            "status": ended_by(exception),
+            "steps": trainer.global_step,
+            "exported": ("best checkpoint" if has_best else "final weights") if finished else None,
+            "validated": finished and validated,
+        }
+        if not finished:
+            fit["note"] = (
+                "model/ is written when fit finishes; run the same command again to resume "
+                "from checkpoints/last.ckpt"
+            )
+        elif not trainer.enable_validation:
+            fit["note"] = (
+                "validation is off (--trainer.limit_val_batches 0, or no validation data): "
+                "the exported weights are not evaluated"
+            )
+        elif not validated:
+            fit["note"] = "the final weights were not validated; run seqcls validate on them"
+        results: dict[str, Any] = {"fit": fit}
+        if entry is not None:
+            metrics = {key: value for key, value in entry.items() if key not in _STEP_KEYS}
+            results.update(group_by_split(metrics))
+            results["best"] = {key: int(entry[key]) for key in _STEP_KEYS}
+        return results
 
     def _best_entry(self, checkpoint: ModelCheckpoint | None) -> dict[str, float]:
         scored = [e for e in self.history if checkpoint and checkpoint.monitor in e]
-        if not scored or checkpoint is None:
+        if not scored or checkpoint is None or not checkpoint.best_model_path:
             return self.history[-1]
         # max() and min() return the first of equal entries: ModelCheckpoint keeps the first best.
         pick = max if checkpoint.mode == "max" else min
         return pick(scored, key=lambda entry: entry[str(checkpoint.monitor)])
 
     @rank_zero_only
-    def _write(self, trainer: pl.Trainer, results: dict[str, Any]) -> None:
-        path = update_metrics_file(trainer.default_root_dir, results)
+    def _write(
+        self, trainer: pl.Trainer, results: dict[str, Any], replaces: tuple[str, ...] = ()
+    ) -> None:
+        path = update_metrics_file(trainer.default_root_dir, results, replaces)
         log.info("Wrote %s", path)
 
 
@@ -132,8 +214,10 @@ class PredictionWriter(BasePredictionWriter):
         space = LabelSpace(
             pl_module.hparams["problem_type"], tuple(pl_module.hparams["label_names"])
         )
-        threshold = float(pl_module.hparams.get("threshold", 0.5))
-        rows = [describe(row, score, space, threshold) for row, score in in_order]
+        multi_label = space.problem_type == "multi_label_classification"
+        classifier: Any = pl_module  # a SequenceClassifier (run/ sees only Lightning's type)
+        thresholds = classifier.decision_thresholds() if multi_label else []
+        rows = [describe(row, score, space, thresholds) for row, score in in_order]
         datamodule = getattr(trainer, "datamodule", None)
         output_format = getattr(datamodule, "output_format", "csv")
         run_dir = trainer.default_root_dir
@@ -171,17 +255,19 @@ def gather_in_input_order(
     return index[keep], scores[order][keep]
 
 
-def describe(index: int, scores: Any, space: LabelSpace, threshold: float) -> dict[str, Any]:
-    """One output row: the prediction in words, then every score."""
+def describe(
+    index: int, scores: Any, space: LabelSpace, thresholds: Sequence[float]
+) -> dict[str, Any]:
+    """One output row: the prediction in words, then every score (multi-label: a label is
+    predicted where its score reaches its threshold)."""
     if space.problem_type == "regression":
         return {INDEX: index, "prediction": round(float(scores), 6)}
     named = {
         f"score_{name}": round(score, 6) for name, score in zip(space.names, scores, strict=True)
     }
     if space.problem_type == "multi_label_classification":
-        labels = [
-            name for name, score in zip(space.names, scores, strict=True) if score >= threshold
-        ]
+        chosen = zip(space.names, scores, thresholds, strict=True)
+        labels = [name for name, score, threshold in chosen if score >= threshold]
         return {INDEX: index, "labels": labels, **named}
     best = max(range(len(scores)), key=scores.__getitem__)
     return {INDEX: index, "label": space.names[best], "score": round(scores[best], 6), **named}

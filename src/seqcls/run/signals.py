@@ -60,6 +60,11 @@ class StopOnSignal(Callback):
             log.info("Ctrl-C or SIGTERM from now on: stop after the current step, save last.ckpt")
 
 
+def stop_signal() -> str:
+    """The name of the signal that stopped the run (SIGTERM unless one was seen)."""
+    return (_received[-1] if _received else signal.SIGTERM).name
+
+
 def exit_status() -> int:
     """The exit status of a run that a signal stopped: 128 + its number (SIGTERM unless seen)."""
     return 128 + int(_received[-1] if _received else signal.SIGTERM)

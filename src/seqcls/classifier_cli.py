@@ -1,0 +1,33 @@
+"""``seqcls fit|validate|test|predict``: the LightningCLI that fine-tunes a sequence classifier.
+
+A ``RunCLI`` (``run/command.py``) over ``SequenceClassifier`` and
+``TextClassificationDataModule``. What the model learns from the data (tokenizer, label names,
+problem type, metrics) is linked here, so the user states it once. ``cli.py`` imports this
+module only when a subcommand runs: ``seqcls --help`` need not load Lightning.
+"""
+
+from pytorch_lightning.cli import ArgsType, LightningArgumentParser
+
+from seqcls.data.classification import TextClassificationDataModule
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.run.command import RunCLI, run_cli
+
+
+class SeqclsCLI(RunCLI):
+    def link_data_and_model(self, parser: LightningArgumentParser) -> None:
+        """The label space the data decides, passed on to the model's head and metrics, and
+        how evaluation pools a document's windows (``--data.window_stride``)."""
+        for derived in [
+            "label_names",
+            "problem_type",
+            "metrics",
+            "validation_names",
+            "window_pooling",
+        ]:
+            parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
+
+
+def make_cli(args: ArgsType = None, *, run: bool = True) -> SeqclsCLI:
+    """Parse ``args``, build model, data and trainer, and (with ``run``) run the subcommand."""
+    cli: SeqclsCLI = run_cli(SeqclsCLI, SequenceClassifier, TextClassificationDataModule, args, run)
+    return cli

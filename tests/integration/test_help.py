@@ -1,0 +1,57 @@
+"""``seqcls --help`` says what seqcls is, lists every subcommand, and loads no Lightning."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pytorch_lightning.cli import LightningCLI
+
+from seqcls.cli import HELP, SUBCOMMANDS, main
+from seqcls.mlm.cli import MaskedLMCLI
+
+HEAVY = ["pytorch_lightning", "lightning_fabric", "torch", "transformers", "datasets"]
+# Runs --help in a fresh interpreter, then reports which heavy packages it imported.
+PROBE = f"""
+import json, sys
+from seqcls.cli import main
+main(["--help"])
+print(json.dumps(sorted({{name.split(".")[0] for name in sys.modules}} & set({HEAVY!r}))))
+"""
+
+
+def test_help_lists_every_subcommand_without_importing_lightning() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
+    )
+    *shown, imported = done.stdout.splitlines()
+    assert json.loads(imported) == []
+    assert "\n".join(shown) + "\n" == HELP
+    assert "fine-tunes Hugging Face sequence classifiers" in HELP
+    for name in SUBCOMMANDS:
+        assert f"\n  {name} " in HELP, name
+
+
+def test_the_listing_matches_the_command_line_interfaces() -> None:
+    classifier = set(LightningCLI.subcommands())
+    assert set(SUBCOMMANDS) == classifier | {"mlm"}
+    mlm = "|".join(MaskedLMCLI.subcommands())
+    assert f"seqcls mlm {mlm}" in SUBCOMMANDS["mlm"]
+
+
+def test_no_subcommand_prints_the_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == HELP
+
+
+def test_mlm_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    assert "seqcls mlm: continue masked-LM pretraining" in shown
+    assert "Lightning Trainer command line tool" not in shown
+    for name in MaskedLMCLI.subcommands():
+        assert name in shown
