@@ -12,16 +12,18 @@ import torch
 LR = 2e-5
 
 
-def fraction_changed(dtype: torch.dtype, lr: float = LR, seed: int = 0) -> float:
+def fraction_changed(
+    dtype: torch.dtype, lr: float = LR, seed: int = 0, device: str | torch.device = "cpu"
+) -> float:
     """The share of a BERT-sized weight matrix's elements that one AdamW step changes."""
     generator = torch.Generator().manual_seed(seed)
     # Weights of magnitude 0.02 to 0.1 (BERT's initialiser has std 0.02; fine-tuned
     # checkpoints sit around 0.05), gradients of any sign and size.
     magnitude = 0.02 + 0.08 * torch.rand(768, 768, generator=generator)
     sign = torch.where(torch.rand(768, 768, generator=generator) < 0.5, -1.0, 1.0)
-    start = (magnitude * sign).to(dtype)
+    start = (magnitude * sign).to(device, dtype)
     weight = torch.nn.Parameter(start.clone())
-    weight.grad = torch.randn(768, 768, generator=generator).to(dtype)
+    weight.grad = torch.randn(768, 768, generator=generator).to(device, dtype)
     torch.optim.AdamW([weight], lr=lr, weight_decay=0.0).step()
     return (weight.detach() != start).float().mean().item()
 
