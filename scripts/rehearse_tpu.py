@@ -193,6 +193,7 @@ def summary(
     recompiles = [item for report in reports for item in report["recompiles"]]
     steady = sum(report["steady_steps"] for report in reports)
     synced = [s for report in reports for s in report["steady_steps_with_host_sync"]]
+    logged = [s for report in reports for s in report["logging_steps_with_host_sync"]]
     real = sum(report["real_tokens"] for report in reports)
     computed = sum(report["computed_tokens"] for report in reports)
     print("\n== TPU rehearsal summary ==")
@@ -201,6 +202,7 @@ def summary(
     for item in recompiles:
         print(f"  recompiled: {item}")
     print(f"steady-state steps with a host sync: {len(synced)} of {steady} {synced or ''}")
+    print(f"logging steps (every log_every_n_steps) that read values back: {logged}")
     print(
         f"padding efficiency: {100 * real / computed:.1f}%"
         if computed
