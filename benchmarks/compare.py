@@ -1,4 +1,4 @@
-"""Train one model on one dataset for the same optimizer steps with seqcls and the HF Trainer.
+"""``compare``: one model, one dataset, the same optimizer steps with seqcls and the HF Trainer.
 
 Each setting ("side") runs in its own process, one after the other, so imports, reading and
 tokenizing the data and loading the model all count towards its time to first step. Every
@@ -6,7 +6,7 @@ side trains on the same first ``--max-train-samples`` rows for ``--steps`` optim
 the same batch size, learning rate, warm-up (10%), weight decay (0.01) and seed, then scores
 the validation set. The steps after ``--warmup-steps`` are timed (forward, backward and
 optimizer step; loading the batch is not included), the same way on both sides
-(``measure.StepClock``). Model FLOPs utilisation is measured against the fastest large
+(``harness.StepClock``). Model FLOPs utilisation is measured against the fastest large
 ``torch.mm`` of this machine, timed in the same run.
 
 Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
@@ -21,10 +21,10 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     seqcls-grouped-all-tokens
                      seqcls-grouped with --model.last_layer_first_token_only false
 
-    python benchmarks/compare.py --model models/all-MiniLM-L6-v2 \\
+    python benchmarks/run.py compare --model models/all-MiniLM-L6-v2 \\
         --train GLUE_DIR/SST-2/train.tsv --validation GLUE_DIR/SST-2/dev.tsv \\
         --text-column sentence --max-train-samples 2048 --steps 64 [--json out.json]
-    python benchmarks/compare.py --model bert-base-uncased --dataset nyu-mll/glue \\
+    python benchmarks/run.py compare --model bert-base-uncased --dataset nyu-mll/glue \\
         --dataset-config mrpc --text-column sentence1 --text-pair-column sentence2  # hub
 
 Prints one row per side and the seqcls/HF ratio of each measure for every pair; ``--json``
@@ -34,7 +34,6 @@ every side starts cold.
 """
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -44,6 +43,15 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from harness import (
+    command_line,
+    environment,
+    in_own_process,
+    markdown_table,
+    matmul_peak_flops,
+    write_json,
+)
 
 HF_SIDES: dict[str, dict[str, Any]] = {
     "hf-default": {"padding": "max_length", "grouped": False, "bf16": False},
@@ -76,7 +84,9 @@ WEIGHT_DECAY, WARMUP_RATIO, SEED, EVAL_BATCH_SIZE = 0.01, 0.1, 42, 64
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="run.py compare",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, help="model directory or hub id")
     p.add_argument("--train", help="training file (CSV, TSV, JSON Lines)")
@@ -132,16 +142,13 @@ def run_side(name: str, side: dict[str, Any], args: argparse.Namespace, cache: P
     """One side in a fresh interpreter; its results, with the time to its first step."""
     spec = {**vars(args), "name": name, "side": side, "cache_dir": str(cache), "seed": SEED}
     spec |= {"weight_decay": WEIGHT_DECAY, "warmup_ratio": WARMUP_RATIO}
-    spec["eval_batch_size"] = EVAL_BATCH_SIZE
+    spec |= {"eval_batch_size": EVAL_BATCH_SIZE, "task": None, "epochs": None}
     spec = {key: str(value) if isinstance(value, Path) else value for key, value in spec.items()}
-    with tempfile.TemporaryDirectory(prefix=f"seqcls-compare-{name}-") as out:
-        result_file = Path(out) / "result.json"
-        command = [sys.executable, __file__, "--worker", json.dumps(spec), str(result_file)]
-        env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
-        started = time.time()
-        # Bounded: a stuck side must not hang the benchmark.
-        subprocess.run(command, check=True, timeout=args.timeout, env=env, cwd=os.getcwd())
-        result = json.loads(result_file.read_text())
+    env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
+    worker = "hf_side" if side["framework"] == "hf" else "seqcls_side"
+    started = time.time()
+    # Bounded: a stuck side must not hang the benchmark.
+    result = in_own_process(worker, spec, timeout=args.timeout, env=env)
     result["first_step_s"] = result.pop("first_step_at") - started
     return result
 
@@ -181,35 +188,25 @@ def format_tables(results: dict[str, dict[str, Any]], pairs: dict[str, dict[str,
     header = ["side", *(title for title, _ in COLUMNS.values())]
     rows = [[name, *(fmt.format(r[key]) for key, (_, fmt) in COLUMNS.items())]
             for name, r in results.items()]  # fmt: skip
-    lines = [markdown_row(header), markdown_row(["---"] * len(header)), *map(markdown_row, rows)]
+    tables = [markdown_table(header, rows)]
     if any(len(r["runs"]) > 1 for r in results.values()):
-        lines += ["", markdown_row(["spread (max-min)/median", *header[1:]])]
-        lines.append(markdown_row(["---"] * len(header)))
-        for name, r in results.items():
-            lines.append(markdown_row([name, *(f"{r['spread'][key]:.0%}" for key in COLUMNS)]))
+        spreads = [[name, *(f"{r['spread'][key]:.0%}" for key in COLUMNS)]
+                   for name, r in results.items()]  # fmt: skip
+        tables.append(markdown_table(["spread (max-min)/median", *header[1:]], spreads))
     if pairs:
-        lines += ["", markdown_row(["seqcls / HF", *header[1:]])]
-        lines.append(markdown_row(["---"] * len(header)))
-        for name, pair in pairs.items():
-            cells = [f"{pair[key]:.2f}x" for key in COLUMNS if key != "dev_accuracy"]
-            lines.append(markdown_row([name, *cells, f"{pair['dev_accuracy']:+.4f}"]))
+        rows = [[name, *(f"{pair[key]:.2f}x" for key in COLUMNS if key != "dev_accuracy"),
+                 f"{pair['dev_accuracy']:+.4f}"] for name, pair in pairs.items()]  # fmt: skip
+        tables.append(markdown_table(["seqcls / HF", *header[1:]], rows))
     if any(len(pair["examples_per_s_by_round"]) > 1 for pair in pairs.values()):
-        lines.append("")
-        for name, pair in pairs.items():
-            by_round = ", ".join(f"{ratio:.2f}x" for ratio in pair["examples_per_s_by_round"])
-            lines.append(f"{name}: examples/s ratio by round {by_round}")
-    return "\n".join(lines)
+        tables.append("\n".join(
+            f"{name}: examples/s ratio by round "
+            + ", ".join(f"{ratio:.2f}x" for ratio in pair["examples_per_s_by_round"])
+            for name, pair in pairs.items()
+        ))  # fmt: skip
+    return "\n\n".join(tables)
 
 
-def markdown_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--worker"]:
-        return worker(json.loads(argv[1]), Path(argv[2]))
-    args = parse_args(argv)
+def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     sides = sides_of(args)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="seqcls-compare-cache-") as fresh:
@@ -224,43 +221,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 except subprocess.SubprocessError as error:  # the other sides still count
                     print(f"compare: side {name} failed: {error}", file=sys.stderr)
 
-    import torch  # only now: the parent's imports are no side's business
-    from measure import cpu_model, matmul_peak_flops
-
-    peak = matmul_peak_flops(torch.float32)
+    peak = matmul_peak_flops()  # after the sides: none of them shares the machine with it
     for result in (run for side_runs in runs.values() for run in side_runs):
         result["mfu_useful"] = result["useful_flops_per_s"] / peak
     results = {name: median_run(side_runs) for name, side_runs in runs.items() if side_runs}
     pairs = ratios(results)
-    report = {
-        "sides": results,
-        "ratios": pairs,
-        "fp32_matmul_peak_gflops": peak / 1e9,
-        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "load_average": os.getloadavg(),
-        "command": shlex.join([os.path.relpath(sys.executable), os.path.relpath(__file__), *argv]),
-    }
+    report = {"sides": results, "ratios": pairs, "fp32_matmul_peak_gflops": peak / 1e9}
+    report |= environment() | {"command": command_line(argv)}
     print(format_tables(results, pairs))
     print(f"fp32 matmul peak {peak / 1e9:.0f} GFLOP/s; load average {report['load_average']}")
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.json, report)
     return report
-
-
-def worker(spec: dict[str, Any], result_file: Path) -> dict[str, Any]:
-    """Run one side (inside its own process) and write its results."""
-    side = spec["side"]
-    # Imported here, per side, so that each process pays for its own imports only.
-    if side["framework"] == "hf":
-        from compare_hf import train_and_score
-    else:
-        from compare_seqcls import train_and_score
-    result = {"framework": side["framework"], **train_and_score(spec)}
-    result_file.write_text(json.dumps(result))
-    return result
-
-
-if __name__ == "__main__":
-    main()

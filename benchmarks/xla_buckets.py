@@ -1,17 +1,16 @@
-"""On XLA: fixed ``max_length`` padding against a few length buckets, same model, data and steps.
+"""``xla-buckets``: on XLA, fixed ``max_length`` padding against a few length buckets.
 
-Each setting trains ``--steps`` optimizer steps on one XLA device from a cold start of the
-compilation cache, in its own process, and reports the wall time of the whole fit (every
-compile included), the graphs compiled and their compile time, the mean time of the steps
-that compiled nothing, and the padding efficiency. Runs in the XLA lane's venv; without a
-TPU it uses one XLA:CPU device, as the lane does (``tests/xla/xla_cpu.py``)::
+The same model, data and steps with each setting. Each trains ``--steps`` optimizer steps on
+one XLA device from a cold start of the compilation cache, in its own process, and reports
+the wall time of the whole fit (every compile included), the graphs compiled and their
+compile time, the sequence lengths seen and the padding efficiency. Runs in the XLA lane's
+venv; without a TPU it uses one XLA:CPU device, as the lane does (``tests/xla/xla_cpu.py``)::
 
-    .venv-xla/bin/python benchmarks/xla_buckets.py --model models/all-MiniLM-L6-v2 \\
+    .venv-xla/bin/python benchmarks/run.py xla-buckets --model models/all-MiniLM-L6-v2 \\
         --train GLUE_DIR/SST-2/train.tsv --text-column sentence --max-train-samples 1024
 """
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -19,13 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import command_line, environment, in_own_process, markdown_table, write_json
+
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = ("max_length", "buckets")  # --data.padding of each side
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="run.py xla-buckets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True)
     p.add_argument("--train", required=True, help="training file (CSV, TSV, JSON Lines)")
@@ -36,12 +39,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--json", type=Path, help="also write the results here")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
-def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
-    """One setting, in this process: seqcls's model and data module on one XLA device."""
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """One setting, in its own process: seqcls's model and data module on one XLA device."""
     import torch_xla.debug.metrics as met
 
     sys.path.insert(0, str(REPO / "tests" / "xla"))
@@ -52,19 +54,19 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="seqcls-xla-bench-") as scratch:
         data = TextClassificationDataModule(
-            train_file=args.train,
-            text_column=args.text_column,
-            label_column=args.label_column,
+            train_file=spec["train"],
+            text_column=spec["text_column"],
+            label_column=spec["label_column"],
             validation_fraction=0.05,
-            max_train_samples=args.max_train_samples,
-            max_length=args.max_length,
-            batch_size=args.batch_size,
-            padding=padding,  # type: ignore[arg-type]
+            max_train_samples=spec["max_train_samples"],
+            max_length=spec["max_length"],
+            batch_size=spec["batch_size"],
+            padding=spec["padding"],
             group_by_length=True,  # buckets pay most when batches hold similar lengths
-            tokenizer_name_or_path=args.model,
+            tokenizer_name_or_path=spec["model"],
             cache_dir=f"{scratch}/cache",
         )
-        model = SequenceClassifier(args.model, label_names=data.label_names)
+        model = SequenceClassifier(spec["model"], label_names=data.label_names)
         counts, real, computed = StepCounts(), [0], [0]
         collate = data.collate
 
@@ -82,7 +84,7 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
 
         data.collate = counting_collate  # type: ignore[method-assign]
 
-        trainer = one_device_trainer(args.steps, [counts], scratch)
+        trainer = one_device_trainer(spec["steps"], [counts], scratch)
         started = time.perf_counter()
         trainer.fit(model, datamodule=data)
         seconds = time.perf_counter() - started
@@ -96,30 +98,24 @@ def train(args: argparse.Namespace, padding: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.worker:
-        print(json.dumps(train(args, args.worker)))
-        return {}
+def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     results = {}
-    for name in SETTINGS:
-        command = [sys.executable, __file__, *(argv or sys.argv[1:]), "--worker", name]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"{'padding':12} {'fit s':>8} {'compiles':>9} {'compile s':>10} {'pad eff':>8}  lengths")
-    for name, r in results.items():
-        print(
-            f"{name:12} {r['fit_s']:>8.1f} {r['compiles']:>9} {r['compile_s']:>10.1f} "
-            f"{r['padding_efficiency']:>8.0%}  {r['lengths']}"
-        )
-    base, buckets = results["max_length"], results["buckets"]
-    print(f"buckets / max_length, fit time: {buckets['fit_s'] / base['fit_s']:.2f}x")
-    if args.json:
-        args.json.write_text(json.dumps({"command": sys.argv, "results": results}, indent=2))
-    return results
-
-
-if __name__ == "__main__":
-    main()
+    for padding in SETTINGS:
+        spec = {**vars(args), "padding": padding, "json": None}
+        try:
+            results[padding] = in_own_process("xla_buckets", spec)
+        except subprocess.CalledProcessError as error:
+            raise SystemExit(f"xla-buckets: the {padding} setting failed (output above)") from error
+    rows = [
+        [name, f"{r['fit_s']:.1f}", str(r["compiles"]), f"{r['compile_s']:.1f}",
+         f"{r['padding_efficiency']:.0%}", ", ".join(map(str, r["lengths"]))]
+        for name, r in results.items()
+    ]  # fmt: skip
+    header = ["padding", "fit s", "compiles", "compile s", "padding eff.", "lengths"]
+    print(markdown_table(header, rows))
+    ratio = results["buckets"]["fit_s"] / results["max_length"]["fit_s"]
+    print(f"buckets / max_length, fit time: {ratio:.2f}x")
+    report = {"results": results, "fit_time_ratio": ratio}
+    report |= environment() | {"command": command_line(argv)}
+    write_json(args.json, report)
+    return report

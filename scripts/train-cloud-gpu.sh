@@ -14,23 +14,31 @@
 #                          what cloudbuild.yaml pushes; $IMAGE; $REPOSITORY replaces seqcls)
 #   --name NAME            job display name and run folder (default: seqcls-gpu-UTCDATE-TIME)
 #   --service-account SA   run as this service account (default: $SERVICE_ACCOUNT, else Vertex's)
+#   --env NAME=VALUE       set an environment variable in the training container (repeatable);
+#                          values are stored in the job spec, visible to anyone who can view the
+#                          job: pass a secret's name there, never the secret (docs/cloud.md)
 #   --machine-type T       default g2-standard-12; the families and their GPUs:
 #                          a2-highgpu/a2-megagpu NVIDIA_TESLA_A100, a2-ultragpu NVIDIA_A100_80GB,
 #                          a3-highgpu NVIDIA_H100_80GB, a3-megagpu NVIDIA_H100_MEGA_80GB,
 #                          a3-ultragpu NVIDIA_H200_141GB, g2 NVIDIA_L4,
-#                          n1 NVIDIA_TESLA_T4 (default), _V100, _P100 or _P4
+#                          n1 NVIDIA_TESLA_T4 (default), _V100 or _P4
 #   --accelerator-type A   default: the machine type's GPU
-#   --accelerator-count C  GPUs per node; default: what the machine type has (n1: 1)
+#   --accelerator-count C  GPUs per node; default: what the machine type has (n1: 1; T4 and
+#                          P4 take 1, 2 or 4, V100 1, 2, 4 or 8)
 #   --nodes N              nodes (default 1): 1 primary (workerpool0) + N-1 workers (workerpool1)
 #   --spot                 Spot VMs: cheaper, may be preempted; the job restarts and the default
 #                          arguments resume from checkpoints/last.ckpt
 #   --reduction-server R   R Reduction Server replicas (n1-highcpu-16) that sum the gradients
-#                          between nodes (workerpool2); needs --nodes 2 or more
+#                          between nodes (workerpool2); needs --nodes 2 or more. auto: as many
+#                          as Google advises, enough that the reducers' egress bandwidth (32
+#                          Gbps each) matches the nodes' (a2-highgpu-8g: 100 Gbps): 4 such
+#                          nodes take 13 reducers
 #   --dry-run              print the spec and the gcloud command; touch nothing, call nothing
 #
 # Arguments after -- are the container's: seqcls's own, verbatim. Without them:
 #   fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
 #       --config configs/trainer/gpu.yaml (multinode.yaml with --nodes 2+) --ckpt_path last
+# plus --trainer.precision 16-mixed on n1 machines: T4, V100 and P4 have no bf16.
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"
@@ -43,7 +51,8 @@ nodes=1
 reducers=0
 reduction_server_image=us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest
 reduction_server_machine=n1-highcpu-16
-known_gpus="NVIDIA_TESLA_A100 NVIDIA_A100_80GB NVIDIA_H100_80GB NVIDIA_H100_MEGA_80GB NVIDIA_H200_141GB NVIDIA_L4 NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P100 NVIDIA_TESLA_P4"
+reduction_server_gbps=32 # n1-highcpu-16's egress bandwidth
+known_gpus="NVIDIA_TESLA_A100 NVIDIA_A100_80GB NVIDIA_H100_80GB NVIDIA_H100_MEGA_80GB NVIDIA_H200_141GB NVIDIA_L4 NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P4"
 
 target_option() {
   case "$1" in
@@ -66,7 +75,7 @@ machine_gpus() {
     a3-megagpu-*) echo NVIDIA_H100_MEGA_80GB ;;
     a3-ultragpu-*) echo NVIDIA_H200_141GB ;;
     g2-*) echo NVIDIA_L4 ;;
-    n1-*) echo NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P100 NVIDIA_TESLA_P4 ;;
+    n1-*) echo NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P4 ;;
   esac
 }
 
@@ -79,12 +88,12 @@ gpu_machines() {
     NVIDIA_H100_MEGA_80GB) echo "a3-megagpu-*" ;;
     NVIDIA_H200_141GB) echo "a3-ultragpu-*" ;;
     NVIDIA_L4) echo "g2-*" ;;
-    NVIDIA_TESLA_T4 | NVIDIA_TESLA_V100 | NVIDIA_TESLA_P100 | NVIDIA_TESLA_P4) echo "n1-*" ;;
+    NVIDIA_TESLA_T4 | NVIDIA_TESLA_V100 | NVIDIA_TESLA_P4) echo "n1-*" ;;
   esac
 }
 
 # The GPUs per node that a machine type comes with: a2/a3 say it in the name (a2-highgpu-4g),
-# g2 by its size; n1 takes 1, 2, 4 or 8 (default 1).
+# g2 by its size; n1 machines take a count of their own (see n1_gpu_counts).
 machine_gpu_count() {
   case "$1" in
     a2-* | a3-*) [[ "$1" =~ -([0-9]+)g$ ]] && echo "${BASH_REMATCH[1]}" ;;
@@ -93,6 +102,57 @@ machine_gpu_count() {
     g2-standard-96) echo 8 ;;
     g2-*) echo 1 ;;
   esac
+}
+
+# The counts of each GPU that Vertex AI attaches to an n1 machine.
+n1_gpu_counts() {
+  case "$1" in
+    NVIDIA_TESLA_V100) echo 1 2 4 8 ;;
+    *) echo 1 2 4 ;;
+  esac
+}
+
+# A GPU machine type's egress bandwidth in Gbps, or nothing where this script does not know it.
+machine_egress_gbps() {
+  case "$1" in
+    a2-highgpu-1g | a2-ultragpu-1g) echo 24 ;;
+    a2-highgpu-2g | a2-ultragpu-2g) echo 32 ;;
+    a2-highgpu-4g | a2-ultragpu-4g) echo 50 ;;
+    a2-highgpu-8g | a2-ultragpu-8g | a2-megagpu-16g) echo 100 ;;
+    g2-standard-4) echo 10 ;;
+    g2-standard-8 | g2-standard-12) echo 16 ;;
+    g2-standard-16 | g2-standard-24 | g2-standard-32) echo 32 ;;
+    g2-standard-48) echo 50 ;;
+    g2-standard-96) echo 100 ;;
+    # n1: 2 Gbps per vCPU, at most 32.
+    n1-*-[0-9]*) local cpus="${1##*-}" && echo $((2 * cpus < 32 ? 2 * cpus : 32)) ;;
+  esac
+}
+
+# Google's advice for Reduction Server: the reducers together send at least as fast as the
+# training nodes together, so none waits on the network.
+reducers_advised() {
+  local gbps
+  gbps="$(machine_egress_gbps "$machine_type")"
+  [[ -n "$gbps" ]] || return 0
+  echo $(((nodes * gbps + reduction_server_gbps - 1) / reduction_server_gbps))
+}
+
+check_reducers() {
+  local advised
+  ((nodes > 1)) ||
+    die "--reduction-server $reducers needs --nodes 2 or more: reducers sum gradients between nodes"
+  advised="$(reducers_advised)"
+  if [[ "$reducers" == auto ]]; then
+    [[ -n "$advised" ]] ||
+      die "--reduction-server auto: the egress bandwidth of $machine_type is not known here; give a count"
+    reducers="$advised"
+    return 0
+  fi
+  [[ "$reducers" =~ ^[0-9]+$ ]] || die "--reduction-server $reducers: expected a count of reducers, or auto"
+  if [[ -n "$advised" ]] && ((reducers < advised)); then
+    echo "$script: warning: --reduction-server $reducers: $nodes x $machine_type send faster than $reducers reducers can take; Google advises $advised (--reduction-server auto)" >&2
+  fi
 }
 
 check_target() {
@@ -113,18 +173,43 @@ check_target() {
   need_count --accelerator-count "$accelerator_count" 1
   [[ -z "$fixed_count" || "$accelerator_count" == "$fixed_count" ]] ||
     die "--accelerator-count $accelerator_count: $machine_type comes with $fixed_count GPU(s); leave the count out or pick another machine type"
+  if [[ "$machine_type" == n1-* ]]; then
+    local counts
+    counts="$(n1_gpu_counts "$accelerator_type")"
+    if [[ " $counts " != *" $((10#$accelerator_count)) "* ]]; then
+      counts="${counts// /, }"
+      die "--accelerator-count $accelerator_count: an n1 machine takes ${counts%, *} or ${counts##*, } $accelerator_type"
+    fi
+    check_n1_precision
+  fi
   need_count --nodes "$nodes" 1
-  need_count --reduction-server "$reducers" 0
-  ((reducers == 0 || nodes > 1)) ||
-    die "--reduction-server $reducers needs --nodes 2 or more: reducers sum gradients between nodes"
+  [[ "$reducers" == 0 ]] || check_reducers
   ((nodes == 1)) || restart_workers=true
+  refuse_trainer_configs configs/trainer/gpu.yaml configs/trainer/tpu.yaml configs/trainer/cpu.yaml
+}
+
+# T4, V100 and P4 (the n1 GPUs) have no bf16, which the GPU configs use: there seqcls trains
+# in 16-mixed (fp16 with loss scaling). Arguments after -- that stack a GPU config must say so,
+# or the job would stop at its start.
+check_n1_precision() {
+  local arg stacks_gpu_config=false
+  for arg in "${seqcls_args[@]}"; do
+    case "$arg" in
+      --trainer.precision | --trainer.precision=*) return 0 ;;
+      configs/trainer/gpu.yaml | configs/trainer/multinode.yaml) stacks_gpu_config=true ;;
+    esac
+  done
+  $stacks_gpu_config || return 0
+  die "$accelerator_type has no bf16, which configs/trainer/gpu.yaml and multinode.yaml use: add --trainer.precision 16-mixed after --"
 }
 
 default_seqcls_args() {
   local trainer=configs/trainer/gpu.yaml
   ((nodes == 1)) || trainer=configs/trainer/multinode.yaml
   seqcls_args=(fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
-    --config "$trainer" --ckpt_path last)
+    --config "$trainer")
+  if [[ "$machine_type" == n1-* ]]; then seqcls_args+=(--trainer.precision 16-mixed); fi
+  seqcls_args+=(--ckpt_path last)
 }
 
 # One pool per role: the primary node, the other nodes, then the reducers.
@@ -143,7 +228,7 @@ worker_pools() {
   echo "  - machineSpec:"
   echo "      machineType: $reduction_server_machine"
   echo "    replicaCount: $reducers"
-  container_spec "$reduction_server_image"
+  image_spec "$reduction_server_image"
 }
 
 parse_options target_option "$@"

@@ -15,8 +15,14 @@
 #                          what cloudbuild.yaml pushes; $IMAGE; $REPOSITORY replaces seqcls)
 #   --name NAME            job display name and run folder (default: seqcls-tpu-UTCDATE-TIME)
 #   --service-account SA   run as this service account (default: $SERVICE_ACCOUNT, else Vertex's)
-#   --tpu T                v5e-8 (default: ct5lp-hightpu-8t, topology 2x4), v3-8 or v2-8
-#                          (cloud-tpu with 8 TPU_V3 or TPU_V2 cores)
+#   --env NAME=VALUE       set an environment variable in the training container (repeatable);
+#                          values are stored in the job spec, visible to anyone who can view the
+#                          job: pass a secret's name there, never the secret (docs/cloud.md)
+#   --tpu T                v5e-8 (default: ct5lp-hightpu-8t, topology 2x4), v6e-8
+#                          (ct6e-standard-8t, topology 2x4), v3-8 or v2-8 (cloud-tpu with 8
+#                          TPU_V3 or TPU_V2 cores)
+#   --spot                 Spot VMs: cheaper, may be preempted; the job restarts and the default
+#                          arguments resume from checkpoints/last.ckpt
 #   --dry-run              print the spec and the gcloud command; touch nothing, call nothing
 #
 # Arguments after -- are the container's: seqcls's own, verbatim (stack
@@ -33,15 +39,17 @@ tpu=v5e-8
 target_option() {
   case "$1" in
     --tpu) need_value "$@"; tpu="$2"; consumed=2 ;;
+    --spot) spot=true; consumed=1 ;;
     *) return 1 ;;
   esac
 }
 
 check_target() {
   case "$tpu" in
-    v5e-8 | v3-8 | v2-8) ;;
-    *) die "--tpu $tpu: one of v5e-8, v3-8, v2-8 (one host with 8 TPU chips or cores)" ;;
+    v5e-8 | v6e-8 | v3-8 | v2-8) ;;
+    *) die "--tpu $tpu: one of v5e-8, v6e-8, v3-8, v2-8 (one host with 8 TPU chips or cores)" ;;
   esac
+  refuse_trainer_configs configs/trainer/tpu.yaml configs/trainer/{gpu,multinode,cpu,deepspeed,fsdp}.yaml
 }
 
 default_seqcls_args() {
@@ -49,13 +57,17 @@ default_seqcls_args() {
     --config configs/trainer/tpu.yaml --ckpt_path last)
 }
 
-# One replica: a TPU host trains alone. v5e names its chips by machine type and topology,
-# v2 and v3 by accelerator type and count on the generic cloud-tpu machine.
+# One replica: a TPU host trains alone. v5e and v6e name their chips by machine type and
+# topology, v2 and v3 by accelerator type and count on the generic cloud-tpu machine.
 worker_pools() {
   echo "  - machineSpec:"
   case "$tpu" in
     v5e-8)
       echo "      machineType: ct5lp-hightpu-8t"
+      echo "      tpuTopology: 2x4"
+      ;;
+    v6e-8)
+      echo "      machineType: ct6e-standard-8t"
       echo "      tpuTopology: 2x4"
       ;;
     v3-8)

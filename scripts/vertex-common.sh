@@ -16,6 +16,8 @@ dry_run=false
 spot=false
 restart_workers=false
 seqcls_args=()
+env_names=()
+env_values=()
 consumed=0
 
 # One line on stderr naming what is wrong and how to fix it, then exit 2 (a usage error).
@@ -39,6 +41,29 @@ need_count() {
   if [[ ! "$2" =~ ^[0-9]+$ ]] || (($2 < $3)); then die "$1 $2: expected a whole number >= $3"; fi
 }
 
+# add_env NAME=VALUE: one more variable for the training container (containerSpec.env).
+add_env() {
+  local name="${1%%=*}" value="${1#*=}" given
+  [[ "$1" == *=* && "$name" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] ||
+    die "--env $1: expected NAME=VALUE with NAME of letters, digits and '_', e.g. --env NCCL_DEBUG=INFO"
+  [[ "$name" != AIP_* && "$name" != CLUSTER_SPEC && "$name" != TF_CONFIG ]] ||
+    die "--env $name: Vertex AI sets $name itself; leave it out"
+  for given in "${env_names[@]}"; do
+    [[ "$given" != "$name" ]] || die "--env $name: given twice; keep one"
+  done
+  # seqcls reads these when the job starts (seqcls/cloud/secrets.py): check them now.
+  if [[ "$name" == SEQCLS_SECRET_* ]]; then
+    [[ "$name" != SEQCLS_SECRET_ ]] ||
+      die "--env $name: name the variable to set, e.g. --env SEQCLS_SECRET_HF_TOKEN=projects/PROJECT/secrets/SECRET/versions/latest"
+    [[ "$value" =~ ^projects/[^/[:space:]]+/secrets/[^/[:space:]]+/versions/[^/[:space:]]+$ ]] ||
+      die "--env $name=$value: expected projects/PROJECT/secrets/SECRET/versions/VERSION (VERSION may be latest)"
+  elif [[ "${name^^}" =~ (TOKEN|SECRET|PASSWORD|API_?KEY)$ ]]; then
+    echo "$script: warning: --env $name: its value is stored in the job spec, which anyone who can view the job reads; name a Secret Manager version instead: --env SEQCLS_SECRET_$name=projects/PROJECT/secrets/SECRET/versions/latest" >&2
+  fi
+  env_names+=("$name")
+  env_values+=("$value")
+}
+
 # parse_options HANDLER ARGS...: the common options here, the launcher's through HANDLER, which
 # sets $consumed to the number of arguments it used, or returns 1 for an unknown option.
 parse_options() {
@@ -54,6 +79,7 @@ parse_options() {
       --image) need_value "$@"; image="$2"; shift 2 ;;
       --name) need_value "$@"; name="$2"; shift 2 ;;
       --service-account) need_value "$@"; service_account="$2"; shift 2 ;;
+      --env) need_value "$@"; add_env "$2"; shift 2 ;;
       --dry-run) dry_run=true; shift ;;
       -h | --help) usage; exit 0 ;;
       --) shift; seqcls_args=("$@"); break ;;
@@ -62,6 +88,19 @@ parse_options() {
         shift "$consumed"
         ;;
     esac
+  done
+}
+
+# refuse_trainer_configs USE OTHER...: dies when the seqcls arguments stack one of the OTHER
+# trainer configs, made for other machines than the launcher's: the job would stop at start.
+refuse_trainer_configs() {
+  local use="$1" arg other
+  shift
+  for arg in "${seqcls_args[@]}"; do
+    for other in "$@"; do
+      [[ "$arg" != "$other" ]] ||
+        die "-- ... --config $arg: not for the machines $script starts; stack $use instead"
+    done
   done
 }
 
@@ -107,15 +146,27 @@ yaml_string() {
   printf '"%s"' "$s"
 }
 
-# The containerSpec of a worker pool: $1 image, then its arguments.
-container_spec() {
-  local arg
+# A containerSpec with an image only: $1.
+image_spec() {
   echo "    containerSpec:"
   echo "      imageUri: $(yaml_string "$1")"
+}
+
+# The containerSpec of a training pool: $1 image, then its arguments; the --env variables too.
+container_spec() {
+  local arg i
+  image_spec "$1"
   shift
-  (($#)) || return 0
-  echo "      args:"
-  for arg in "$@"; do echo "        - $(yaml_string "$arg")"; done
+  if (($#)); then
+    echo "      args:"
+    for arg in "$@"; do echo "        - $(yaml_string "$arg")"; done
+  fi
+  ((${#env_names[@]})) || return 0
+  echo "      env:"
+  for i in "${!env_names[@]}"; do
+    echo "        - name: ${env_names[i]}"
+    echo "          value: $(yaml_string "${env_values[i]}")"
+  done
 }
 
 # The job's CustomJobSpec, in the camelCase field names of the Vertex AI REST API: gcloud

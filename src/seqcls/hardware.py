@@ -7,6 +7,16 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
 
+# bf16 tensor cores came with Ampere (A100, A10G, L4, H100: compute capability 8.0 and up).
+# torch.cuda.is_bf16_supported() is True on T4 (7.5) and V100 (7.0) too, which only emulate
+# bf16, slowly: they train in 16-mixed (fp16 with loss scaling) instead.
+BF16_CAPABILITY = (8, 0)
+
+
+def gpus_have_bf16(capabilities: list[tuple[int, int]]) -> bool:
+    """True when every GPU, given by its CUDA compute capability, computes in bf16 natively."""
+    return bool(capabilities) and all(tuple(c) >= BF16_CAPABILITY for c in capabilities)
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -21,10 +31,11 @@ class Hardware:
     @classmethod
     def detect(cls) -> "Hardware":
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        capabilities = [torch.cuda.get_device_capability(i) for i in range(gpus)]
         return cls(
             gpus=gpus,
             gpu_name=torch.cuda.get_device_name(0) if gpus else None,
-            gpu_bf16=bool(gpus) and torch.cuda.is_bf16_supported(),
+            gpu_bf16=gpus_have_bf16(capabilities),
             tpu=XLAAccelerator.is_available(),
             torch_xla=importlib.util.find_spec("torch_xla") is not None,
         )

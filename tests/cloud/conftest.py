@@ -115,8 +115,27 @@ SPECS = {
     "gpu, 1 node": ("train-cloud-gpu.sh", []),
     "gpu, 4 spot nodes + reduction server": (
         "train-cloud-gpu.sh",
-        ["--machine-type", "a2-highgpu-8g", "--nodes", "4", "--spot", "--reduction-server", "2"],
+        ["--machine-type", "a2-highgpu-8g", "--nodes", "4", "--spot", "--reduction-server", "auto"],
+    ),
+    "gpu, 8 V100 on n1 with environment variables": (
+        "train-cloud-gpu.sh",
+        [
+            "--machine-type",
+            "n1-standard-32",
+            "--accelerator-type",
+            "NVIDIA_TESLA_V100",
+            "--accelerator-count",
+            "8",
+            "--env",
+            "NCCL_DEBUG=INFO",
+            "--env",
+            "HF_HUB_OFFLINE=1",
+        ],
     ),
     "tpu v5e-8": ("train-cloud-tpu.sh", []),
+    "tpu v6e-8 spot with an environment variable": (
+        "train-cloud-tpu.sh",
+        ["--tpu", "v6e-8", "--spot", "--env", "XLA_FLAGS=--xla_dump_to=/tmp/xla"],
+    ),
     "tpu v3-8": ("train-cloud-tpu.sh", ["--tpu", "v3-8"]),
 }

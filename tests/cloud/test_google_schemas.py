@@ -82,6 +82,31 @@ def test_job_spec_keys_are_camel_case(shape: str, launcher: Launcher) -> None:
     assert bad == []
 
 
+def test_launcher_options_land_in_proto_fields(launcher: Launcher) -> None:
+    """Read back through the protos: spot, v6e's topology, the environment, the reducers."""
+    aiplatform = need_module("google.cloud.aiplatform_v1.types")
+    tpu = parse(
+        launcher.dry_run("train-cloud-tpu.sh", "--tpu", "v6e-8", "--spot", "--env", "A=1"),
+        aiplatform.CustomJobSpec,
+    )
+    assert tpu.scheduling.strategy == aiplatform.Scheduling.Strategy.SPOT
+    [pool] = tpu.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.tpu_topology) == (
+        "ct6e-standard-8t",
+        "2x4",
+    )
+    assert [(e.name, e.value) for e in pool.container_spec.env] == [("A", "1")]
+    gpu = parse(
+        launcher.dry_run(
+            "train-cloud-gpu.sh", "--machine-type", "a2-highgpu-8g", "--nodes", "4",
+            "--reduction-server", "auto",
+        ),
+        aiplatform.CustomJobSpec,
+    )  # fmt: skip
+    assert [p.replica_count for p in gpu.worker_pool_specs] == [1, 3, 13]
+    assert gpu.worker_pool_specs[2].machine_spec.machine_type == "n1-highcpu-16"
+
+
 def test_a_misspelt_field_is_rejected() -> None:
     """The check has teeth: an unknown key and an unknown enum value both fail."""
     aiplatform = need_module("google.cloud.aiplatform_v1.types")
@@ -97,3 +122,4 @@ def test_every_gpu_in_the_launcher_table_is_a_vertex_accelerator() -> None:
     table = set(re.findall(r"\bNVIDIA_[A-Z0-9_]+\b", script))
     assert len(table) >= 8
     assert table <= set(aiplatform.AcceleratorType.__members__)
+    assert "NVIDIA_TESLA_P100" not in table, "P100 is past its end of support"

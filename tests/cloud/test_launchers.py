@@ -2,6 +2,7 @@
 mistakes stop with one line, and gcloud is called only without --dry-run (a fake one here)."""
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def test_gpu_default_is_one_l4_node_resuming_rte(launcher: Launcher) -> None:
 def test_gpu_multinode_spot_with_reduction_server(launcher: Launcher) -> None:
     spec = launcher.dry_run(
         GPU, "--machine-type", "a2-highgpu-8g", "--nodes", "4", "--spot",
-        "--reduction-server", "2", "--image", "example.com/img:1",
+        "--reduction-server", "auto", "--image", "example.com/img:1",
     )  # fmt: skip
     primary, workers, reducers = spec["workerPoolSpecs"]
     assert primary["replicaCount"] == 1
@@ -54,12 +55,48 @@ def test_gpu_multinode_spot_with_reduction_server(launcher: Launcher) -> None:
     assert primary["containerSpec"] == workers["containerSpec"]
     assert primary["containerSpec"]["imageUri"] == "example.com/img:1"
     assert "configs/trainer/multinode.yaml" in primary["containerSpec"]["args"]
+    # 4 nodes x 100 Gbps need 400 Gbps of reducers: 13 n1-highcpu-16 at 32 Gbps each.
     assert reducers == {
         "machineSpec": {"machineType": "n1-highcpu-16"},
-        "replicaCount": 2,
+        "replicaCount": 13,
         "containerSpec": {"imageUri": REDUCTION_SERVER},
     }
     assert spec["scheduling"] == {"strategy": "SPOT", "restartJobOnWorkerRestart": True}
+
+
+@pytest.mark.parametrize(
+    ("machine", "nodes", "reducers"),
+    [
+        ("a2-highgpu-8g", 2, 7),  # 2 x 100 Gbps / 32 Gbps = 6.25: round up
+        ("a2-highgpu-8g", 4, 13),
+        ("a2-highgpu-8g", 8, 25),  # Google's example: 8 nodes of 100 Gbps, 25 reducers
+        ("a2-highgpu-4g", 4, 7),  # 50 Gbps each
+        ("a2-megagpu-16g", 2, 7),
+        ("g2-standard-48", 4, 7),  # 50 Gbps each
+        ("g2-standard-12", 2, 1),  # 16 Gbps each
+        ("n1-standard-8", 4, 2),  # 2 Gbps per vCPU: 16 Gbps each
+        ("n1-standard-32", 3, 3),  # capped at 32 Gbps each
+    ],
+)
+def test_reduction_server_auto_matches_the_nodes_bandwidth(
+    launcher: Launcher, machine: str, nodes: int, reducers: int
+) -> None:
+    args = ["--machine-type", machine, "--nodes", str(nodes), "--reduction-server", "auto"]
+    spec = launcher.dry_run(GPU, *args)
+    assert spec["workerPoolSpecs"][2]["replicaCount"] == reducers
+
+
+def test_too_few_reducers_are_kept_with_a_warning(launcher: Launcher) -> None:
+    args = ["--machine-type", "a2-highgpu-8g", "--nodes", "4", "--reduction-server", "4"]
+    result = launcher(GPU, "--dry-run", *REQUIRED, *args)
+    assert yaml.safe_load(result.stdout)["workerPoolSpecs"][2]["replicaCount"] == 4
+    [line] = result.stderr.splitlines()
+    assert line == (
+        f"{GPU}: warning: --reduction-server 4: 4 x a2-highgpu-8g send faster than 4 reducers "
+        "can take; Google advises 13 (--reduction-server auto)"
+    )
+    enough = launcher(GPU, "--dry-run", *REQUIRED, *args[:-1], "13")
+    assert enough.stderr == ""
 
 
 def test_accelerator_type_and_count_follow_the_machine(launcher: Launcher) -> None:
@@ -80,6 +117,64 @@ def test_accelerator_type_and_count_follow_the_machine(launcher: Launcher) -> No
     )["acceleratorCount"] == 2  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("gpu", "counts"),
+    [
+        ("NVIDIA_TESLA_T4", [1, 2, 4]),
+        ("NVIDIA_TESLA_V100", [1, 2, 4, 8]),
+        ("NVIDIA_TESLA_P4", [1, 2, 4]),
+    ],
+)
+def test_n1_takes_the_gpu_counts_vertex_allows(
+    launcher: Launcher, gpu: str, counts: list[int]
+) -> None:
+    def attempt(count: int) -> "subprocess.CompletedProcess[str]":
+        return launcher(
+            GPU, "--dry-run", *REQUIRED, "--machine-type", "n1-standard-16",
+            "--accelerator-type", gpu, "--accelerator-count", str(count), check=False,
+        )  # fmt: skip
+
+    for count in range(1, 10):
+        result = attempt(count)
+        if count in counts:
+            machine = yaml.safe_load(result.stdout)["workerPoolSpecs"][0]["machineSpec"]
+            assert machine["acceleratorCount"] == count
+            continue
+        assert result.returncode == 2, count
+        allowed = ", ".join(map(str, counts[:-1])) + f" or {counts[-1]}"
+        assert result.stderr == (
+            f"{GPU}: --accelerator-count {count}: an n1 machine takes {allowed} {gpu}\n"
+        )
+
+
+def test_n1_gpus_train_in_16_mixed(launcher: Launcher) -> None:
+    """T4, V100 and P4 have no bf16: the default arguments switch the GPU config to fp16."""
+    for gpu in ("NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100"):
+        spec = launcher.dry_run(GPU, "--machine-type", "n1-standard-8", "--accelerator-type", gpu)
+        args = spec["workerPoolSpecs"][0]["containerSpec"]["args"]
+        assert args[-4:] == ["--trainer.precision", "16-mixed", "--ckpt_path", "last"]
+        assert "configs/trainer/gpu.yaml" in args
+    for machine in ("g2-standard-12", "a2-highgpu-1g"):
+        args = launcher.dry_run(GPU, "--machine-type", machine)["workerPoolSpecs"][0]
+        assert "--trainer.precision" not in args["containerSpec"]["args"]
+
+
+def test_n1_with_a_gpu_config_after_double_dash_must_choose_16_mixed(launcher: Launcher) -> None:
+    n1 = ["--machine-type", "n1-standard-8"]
+    own = ["fit", "--config", "configs/trainer/gpu.yaml", "--trainer.precision=16-mixed"]
+    assert (
+        launcher.dry_run(GPU, *n1, "--", *own)["workerPoolSpecs"][0]["containerSpec"]["args"] == own
+    )
+    # A config of the user's own may set the precision: only the shipped GPU configs are known.
+    launcher.dry_run(GPU, *n1, "--", "fit", "--config", "mine.yaml")
+    result = launcher(GPU, "--dry-run", *REQUIRED, *n1, "--", *own[:-1], check=False)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"{GPU}: NVIDIA_TESLA_T4 has no bf16, which configs/trainer/gpu.yaml and multinode.yaml "
+        "use: add --trainer.precision 16-mixed after --\n"
+    )
+
+
 def test_args_after_double_dash_reach_seqcls_verbatim(launcher: Launcher) -> None:
     args = ["validate", "--config", "gs://b/runs/x/config.yaml", "--data.text_column", 'say "hi"\\']
     for script in (GPU, TPU):
@@ -98,6 +193,63 @@ def test_tpu_v5e_is_the_default(launcher: Launcher) -> None:
     assert "configs/trainer/tpu.yaml" in pool["containerSpec"]["args"]
     assert spec["baseOutputDirectory"]["outputUriPrefix"] == "gs://my-bucket/runs/tpu-run"
     assert spec["serviceAccount"] == "sa@p.iam.gserviceaccount.com"
+
+
+def test_tpu_v6e(launcher: Launcher) -> None:
+    spec = launcher.dry_run(TPU, "--tpu", "v6e-8")
+    assert spec["workerPoolSpecs"][0]["machineSpec"] == {
+        "machineType": "ct6e-standard-8t",
+        "tpuTopology": "2x4",
+    }
+
+
+def test_tpu_spot(launcher: Launcher) -> None:
+    assert launcher.dry_run(TPU, "--spot")["scheduling"] == {"strategy": "SPOT"}
+    # One host: nothing to restart together, so no restartJobOnWorkerRestart.
+    assert "scheduling" not in launcher.dry_run(TPU)
+
+
+def test_env_reaches_the_training_containers_only(launcher: Launcher) -> None:
+    env = [
+        "--env",
+        "NCCL_DEBUG=INFO",
+        "--env=HF_HUB_OFFLINE=1",
+        "--env",
+        'NOTE=a "b"=c',
+        "--env",
+        "EMPTY=",
+    ]
+    expected = [
+        {"name": "NCCL_DEBUG", "value": "INFO"},
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
+        {"name": "NOTE", "value": 'a "b"=c'},
+        {"name": "EMPTY", "value": ""},
+    ]
+    spec = launcher.dry_run(GPU, "--nodes", "2", "--reduction-server", "1", *env)
+    primary, workers, reducers = spec["workerPoolSpecs"]
+    assert primary["containerSpec"]["env"] == workers["containerSpec"]["env"] == expected
+    assert "env" not in reducers["containerSpec"], "the reducers run Google's image, untouched"
+    spec = launcher.dry_run(TPU, *env, "--", "fit")
+    assert spec["workerPoolSpecs"][0]["containerSpec"] == {
+        "imageUri": "us-central1-docker.pkg.dev/my-project/seqcls/seqcls-tpu:latest",
+        "args": ["fit"],
+        "env": expected,
+    }
+    assert "env" not in launcher.dry_run(GPU)["workerPoolSpecs"][0]["containerSpec"]
+
+
+def test_env_with_a_token_warns_and_points_to_secret_manager(launcher: Launcher) -> None:
+    result = launcher(TPU, "--dry-run", *REQUIRED, "--env", "HF_TOKEN=hf_abc")
+    [pool] = yaml.safe_load(result.stdout)["workerPoolSpecs"]
+    assert pool["containerSpec"]["env"] == [{"name": "HF_TOKEN", "value": "hf_abc"}]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{TPU}: warning: --env HF_TOKEN: its value is stored in the job spec")
+    assert line.endswith(
+        "--env SEQCLS_SECRET_HF_TOKEN=projects/PROJECT/secrets/SECRET/versions/latest"
+    )
+    assert "hf_abc" not in result.stderr
+    version = "SEQCLS_SECRET_HF_TOKEN=projects/p/secrets/hf-token/versions/latest"
+    assert launcher(GPU, "--dry-run", *REQUIRED, "--env", version).stderr == ""
 
 
 @pytest.mark.parametrize(("tpu", "accelerator"), [("v3-8", "TPU_V3"), ("v2-8", "TPU_V2")])
@@ -161,7 +313,33 @@ MISTAKES = [
      "a2-highgpu-2g comes with 2 GPU(s)"),
     (GPU, [*REQUIRED, "--nodes", "0"], "--nodes 0: expected a whole number >= 1"),
     (GPU, [*REQUIRED, "--reduction-server", "2"], "--reduction-server 2 needs --nodes 2 or more"),
-    (TPU, [*REQUIRED, "--tpu", "v4-8"], "--tpu v4-8: one of v5e-8, v3-8, v2-8"),
+    (GPU, [*REQUIRED, "--nodes", "2", "--reduction-server", "many"],
+     "--reduction-server many: expected a count of reducers, or auto"),
+    (GPU, [*REQUIRED, "--machine-type", "a3-highgpu-8g", "--nodes", "2", "--reduction-server",
+           "auto"], "the egress bandwidth of a3-highgpu-8g is not known here; give a count"),
+    (GPU, [*REQUIRED, "--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_P100"],
+     "--accelerator-type NVIDIA_TESLA_P100: unknown"),
+    (GPU, [*REQUIRED, "--machine-type", "n1-standard-8", "--accelerator-count", "3"],
+     "--accelerator-count 3: an n1 machine takes 1, 2 or 4 NVIDIA_TESLA_T4"),
+    (TPU, [*REQUIRED, "--tpu", "v4-8"], "--tpu v4-8: one of v5e-8, v6e-8, v3-8, v2-8"),
+    (GPU, [*REQUIRED, "--env", "NCCL_DEBUG"], "--env NCCL_DEBUG: expected NAME=VALUE"),
+    (TPU, [*REQUIRED, "--env", "=x"], "--env =x: expected NAME=VALUE"),
+    (GPU, [*REQUIRED, "--env", "HF-TOKEN=x"], "--env HF-TOKEN=x: expected NAME=VALUE with NAME"),
+    (TPU, [*REQUIRED, "--env", "A=1", "--env", "A=2"], "--env A: given twice; keep one"),
+    (GPU, [*REQUIRED, "--env", "AIP_MODEL_DIR=gs://b/m"], "Vertex AI sets AIP_MODEL_DIR itself"),
+    (TPU, [*REQUIRED, "--env", "CLUSTER_SPEC={}"], "Vertex AI sets CLUSTER_SPEC itself"),
+    (GPU, [*REQUIRED, "--env"], "--env needs a value"),
+    (TPU, [*REQUIRED, "--env", "SEQCLS_SECRET_HF_TOKEN=hf-token"],
+     "--env SEQCLS_SECRET_HF_TOKEN=hf-token: expected projects/PROJECT/secrets/SECRET/versions/"),
+    (GPU, [*REQUIRED, "--env", "SEQCLS_SECRET_=projects/p/secrets/s/versions/1"],
+     "--env SEQCLS_SECRET_: name the variable to set"),
+    (TPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/gpu.yaml"],
+     "-- ... --config configs/trainer/gpu.yaml: not for the machines train-cloud-tpu.sh starts; "
+     "stack configs/trainer/tpu.yaml instead"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/tpu.yaml"],
+     "--config configs/trainer/tpu.yaml: not for the machines train-cloud-gpu.sh starts"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/cpu.yaml"],
+     "stack configs/trainer/gpu.yaml instead"),
     (TPU, [*REQUIRED, "--nodes", "2"], "unknown option '--nodes'"),
     (GPU, [*REQUIRED, "--name", "my run"], "--name my run: use letters"),
 ]  # fmt: skip
@@ -188,10 +366,11 @@ def test_help(launcher: Launcher) -> None:
         assert "#" not in out.splitlines()[0]
 
 
-def test_readme_launches_are_valid(launcher: Launcher) -> None:
-    """Each launcher command in the README, previewed with --dry-run, makes a spec."""
-    readme = (REPO / "README.md").read_text()
-    lines = [line for line in readme.splitlines() if line.startswith("bash scripts/train-cloud-")]
+def test_documented_launches_are_valid(launcher: Launcher) -> None:
+    """Each launcher command in the README and docs/, previewed with --dry-run, makes a spec."""
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    text = "\n".join(doc.read_text() for doc in docs)
+    lines = [line for line in text.splitlines() if line.startswith("bash scripts/train-cloud-")]
     assert len(lines) >= 4
     for line in lines:
         _, path, *args = shlex.split(line, comments=True)

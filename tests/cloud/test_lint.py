@@ -10,9 +10,7 @@ from conftest import REPO, need_tool
 
 pytestmark = pytest.mark.cloud
 
-SHELL_SCRIPTS = sorted(
-    [*REPO.glob("scripts/*.sh"), *REPO.glob("benchmarks/*.sh"), REPO / ".ci/run"]
-)
+SHELL_SCRIPTS = sorted([*REPO.glob("scripts/*.sh"), REPO / ".ci/run"])
 
 
 def run(*command: str) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,7 @@
-"""benchmarks/throughput.py runs end to end on a tiny model and reports consistent numbers."""
+"""benchmarks/run.py throughput runs end to end on a tiny model and counts exactly what it ran;
+the harness's step clock counts tokens and FLOPs by the formula it documents."""
 
+import csv
 import importlib.util
 import json
 from pathlib import Path
@@ -8,59 +10,121 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BATCH_SIZE = 8
+BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 8, 3, 1, 64
+# Four texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included), so
+# the real tokens of any batch are known without knowing which rows it drew.
+TEXTS = ["my order arrived late", "my parcel arrived late", "please cancel my plan"]
 
 
-def load_benchmark(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its sibling measure.py
-    spec = importlib.util.spec_from_file_location("throughput", REPO / "benchmarks/throughput.py")
+def load_run() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its siblings
     return module
 
 
-def test_benchmark_reports_consistent_results(
-    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def tokens_per_text(model: Path) -> int:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    (length,) = {len(tokenizer(text)["input_ids"]) for text in TEXTS}
+    return length
+
+
+def write_csv(path: Path, rows: int) -> str:
+    with path.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["text", "label"])
+        writer.writerows(
+            (TEXTS[i % len(TEXTS)], ["billing", "shipping"][i % 2]) for i in range(rows)
+        )
+    return str(path)
+
+
+def test_throughput_counts_the_timed_steps_and_their_tokens(
+    tiny_bert: Path, tmp_path: Path
 ) -> None:
     json_path = tmp_path / "throughput.json"
-    results = load_benchmark(monkeypatch).main(
-        [
-            *("--config", str(REPO / "configs/local.yaml")),
-            *("--steps", "3", "--warmup-steps", "1"),
-            *("--json", str(json_path)),
-            *("--model.model_name_or_path", str(tiny_bert)),
-            *("--data.train_file", str(REPO / "data/sample/train.csv")),
-            *("--data.validation_file", str(REPO / "data/sample/validation.csv")),
-            *("--data.cache_dir", str(tmp_path / "cache")),
-            *("--data.batch_size", str(BATCH_SIZE)),
-            # The tiny model has 64 position embeddings.
-            *("--data.max_length", "64"),
-        ]
-    )
+    argv = [
+        "throughput",
+        *("--config", str(REPO / "configs/local.yaml")),
+        *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),
+        *("--json", str(json_path)),
+        *("--model.model_name_or_path", str(tiny_bert)),
+        *("--data.train_file", write_csv(tmp_path / "train.csv", 40)),
+        *("--data.validation_file", write_csv(tmp_path / "validation.csv", 8)),
+        *("--data.cache_dir", str(tmp_path / "cache")),
+        *("--data.batch_size", str(BATCH_SIZE)),
+        # Every row padded to MAX_LENGTH: the computed tokens are known too.
+        *("--data.padding", "max_length", "--data.max_length", str(MAX_LENGTH)),
+    ]
+    results = load_run().main(argv)
 
-    assert results["steps"] == 3
-    assert results["warmup_steps"] == 1
-    assert results["examples"] == 3 * BATCH_SIZE
+    examples = STEPS * BATCH_SIZE  # the warm-up step is not counted
+    assert results["steps"] == STEPS
+    assert results["warmup_steps"] == WARMUP
+    assert results["examples"] == examples
+    assert results["real_tokens"] == examples * tokens_per_text(tiny_bert)
+    assert results["computed_tokens"] == examples * MAX_LENGTH
+    assert results["padding_efficiency"] == pytest.approx(tokens_per_text(tiny_bert) / MAX_LENGTH)
+    assert results["examples_per_s"] == pytest.approx(
+        examples / (results["mean_step_time_s"] * STEPS)
+    )
+    assert results["real_tokens_per_s"] == pytest.approx(
+        results["examples_per_s"] * tokens_per_text(tiny_bert)
+    )
     assert results["batch_size"] == BATCH_SIZE
     assert results["model"] == str(tiny_bert)
-    assert 0 < results["real_tokens"] <= results["computed_tokens"]
-    assert 0 < results["padding_efficiency"] <= 1
-    assert results["examples_per_s"] > 0
-    assert results["real_tokens_per_s"] > 0
-    assert results["mean_step_time_s"] > 0
     assert results["peak_rss_mib"] > 0
-    for key in ("device", "torch", "transformers", "command"):
+    for key in ("device", "torch", "transformers", "python"):
         assert isinstance(results[key], str)
         assert results[key]
     assert results["threads"] >= 1
-    assert json.loads(json_path.read_text()) == results
+    assert results["command"].endswith("benchmarks/run.py " + " ".join(argv))
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(results))
 
 
-def test_step_clock_counts_the_first_token_layer_once_per_row(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_run_names_the_subcommands_when_none_is_given() -> None:
+    with pytest.raises(SystemExit, match="throughput, compare, glue, xla-buckets"):
+        load_run().main(["--config", "configs/local.yaml"])
+
+
+def test_step_clock_counts_tokens_and_flops_after_the_warm_up() -> None:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    load_run()
+    from harness import StepClock
+
+    config = BertConfig(
+        vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32,
+    )  # fmt: skip
+    model = BertForSequenceClassification(config).train()
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 0, 0, 0]])
+    clock = StepClock(warmup_steps=1)
+    clock.attach(model)
+    for step in range(3):  # step 0 is the warm-up
+        clock.begin(step)
+        model(input_ids=torch.ones_like(mask), attention_mask=mask)
+        clock.end()
+    model.eval()
+    clock.begin(3)
+    model(input_ids=torch.ones_like(mask), attention_mask=mask)  # evaluation is not training
+    clock.end()
+
+    attention = 12 * config.num_hidden_layers * config.hidden_size
+    assert (clock.steps, clock.examples) == (3, 2 * 2)
+    assert (clock.real_tokens, clock.computed_tokens) == (2 * 8, 2 * 12)
+    assert clock.useful_flops == 2 * (6 * weights * 8 + attention * (5**2 + 3**2))
+    assert clock.computed_flops == 2 * 2 * (6 * weights * 6 + attention * 6**2)
+    assert clock.results(peak_flops=1.0)["mfu_useful"] == clock.useful_flops / clock.seconds
+
+
+def test_step_clock_counts_the_first_token_layer_once_per_row() -> None:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -69,8 +133,8 @@ def test_step_clock_counts_the_first_token_layer_once_per_row(
         first_token_only_weights,
     )
 
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    from measure import StepClock
+    load_run()
+    from harness import StepClock
 
     config = BertConfig(
         vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

@@ -82,7 +82,8 @@ def test_tensorboard_has_loss_learning_rate_and_validation_metrics(run: Path) ->
 
 def test_metrics_file_matches_the_best_checkpoint(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
-    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss"}
+    calibration = {"ece", "temperature", "ece_calibrated"}  # see test_report.py
+    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss", *calibration}
     best = torch.load(best_checkpoint(run), weights_only=True)
     assert metrics["best"] == {"epoch": best["epoch"], "step": best["global_step"]}
 
@@ -98,6 +99,8 @@ def test_validate_reproduces_the_best_metrics_and_writes_its_own_file(
     ])  # fmt: skip
     fitted = json.loads((run / "metrics.json").read_text())["validation"]
     validated = json.loads((out / "metrics.json").read_text())["validation"]
+    # fit alone records the temperature it fitted; validate applies it (ece_calibrated).
+    assert fitted.pop("temperature") > 0
     assert validated == pytest.approx(fitted, abs=1e-5)
     assert not (out / "config.yaml").exists()
 
@@ -111,7 +114,7 @@ def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
         "--trainer.default_root_dir", str(out),
     ])  # fmt: skip
     test_metrics = json.loads((out / "metrics.json").read_text())["test"]
-    assert set(test_metrics) == {"accuracy", "macro_f1", "loss"}
+    assert set(test_metrics) == {"accuracy", "macro_f1", "loss", "ece", "ece_calibrated"}
 
 
 @pytest.fixture(scope="module")

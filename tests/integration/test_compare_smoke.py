@@ -1,4 +1,5 @@
-"""benchmarks/compare.py runs seqcls and the HF Trainer side by side on a tiny model."""
+"""benchmarks/run.py compare runs seqcls and the HF Trainer side by side on a tiny model, each
+in its own process, and counts exactly the steps, rows and tokens each side trained on."""
 
 import csv
 import importlib.util
@@ -9,13 +10,14 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BATCH_SIZE, STEPS, WARMUP = 4, 3, 1
-TEXTS = ["good", "a very good film indeed", "bad", "not good at all, really quite bad"]
+BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 4, 3, 1, 32
+# Texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included): the real
+# tokens of any batch are known without knowing which rows it drew.
+TEXTS = ["my order arrived late", "please cancel my plan", "my parcel arrived late"]
 
 
-def load_compare(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # its sibling modules
-    spec = importlib.util.spec_from_file_location("compare", REPO / "benchmarks/compare.py")
+def load_run() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -27,36 +29,43 @@ def write_tsv(path: Path, rows: int) -> str:
     with path.open("w", newline="") as stream:
         writer = csv.writer(stream, delimiter="\t")
         writer.writerow(["sentence", "label"])
-        writer.writerows((TEXTS[i % 4], int(i % 4 < 2)) for i in range(rows))
+        writer.writerows((TEXTS[i % 3], i % 2) for i in range(rows))
     return str(path)
 
 
 @pytest.mark.slow
-def test_compare_reports_both_sides_and_consistent_ratios(
-    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_compare_reports_both_sides_and_consistent_ratios(tiny_bert: Path, tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    (length,) = {len(tokenizer(text)["input_ids"]) for text in TEXTS}
     json_path = tmp_path / "compare.json"
-    report = load_compare(monkeypatch).main(
-        [
-            *("--model", str(tiny_bert)),
-            *("--train", write_tsv(tmp_path / "train.tsv", 40)),
-            *("--validation", write_tsv(tmp_path / "dev.tsv", 12)),
-            *("--text-column", "sentence", "--max-length", "32"),
-            *("--max-train-samples", "24", "--batch-size", str(BATCH_SIZE)),
-            *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),
-            *("--sides", "hf-best,seqcls-default", "--repeat", "2"),
-            *("--json", str(json_path)),
-        ]
-    )
+    argv = [
+        "compare",
+        *("--model", str(tiny_bert)),
+        *("--train", write_tsv(tmp_path / "train.tsv", 40)),
+        *("--validation", write_tsv(tmp_path / "dev.tsv", 12)),
+        *("--text-column", "sentence", "--max-length", str(MAX_LENGTH)),
+        *("--max-train-samples", "24", "--batch-size", str(BATCH_SIZE)),
+        *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),
+        *("--sides", "hf-default,seqcls-default", "--repeat", "2"),
+        *("--json", str(json_path)),
+    ]
+    report = load_run().main(argv)
 
     assert json.loads(json_path.read_text()) == json.loads(json.dumps(report))
     sides = report["sides"]
-    assert list(sides) == ["hf-best", "seqcls-default"]
-    for side in sides.values():
-        assert side["steps"] == STEPS - WARMUP
-        assert side["examples"] == (STEPS - WARMUP) * BATCH_SIZE
-        assert 0 < side["real_tokens"] <= side["computed_tokens"]
-        assert side["padding_efficiency"] == side["real_tokens"] / side["computed_tokens"]
+    assert list(sides) == ["hf-default", "seqcls-default"]
+    examples = (STEPS - WARMUP) * BATCH_SIZE
+    # run_glue's default pads every row to the max length; seqcls pads to the longest row.
+    computed = {"hf-default": examples * MAX_LENGTH, "seqcls-default": examples * length}
+    for name, side in sides.items():
+        for run in side["runs"]:
+            assert run["steps"] == STEPS - WARMUP
+            assert run["examples"] == examples
+            assert run["real_tokens"] == examples * length
+            assert run["computed_tokens"] == computed[name]
+        assert side["padding_efficiency"] == pytest.approx(examples * length / computed[name])
         assert side["first_step_s"] > 0
         assert side["mfu_useful"] > 0
         assert 0 <= side["dev_accuracy"] <= 1
@@ -68,11 +77,15 @@ def test_compare_reports_both_sides_and_consistent_ratios(
         assert side["spread"]["examples_per_s"] == pytest.approx(
             abs(speeds[0] - speeds[1]) / side["examples_per_s"]
         )
+    assert sides["hf-default"]["train_examples"] == 24  # --max-train-samples, after tokenizing
+    assert sides["hf-default"]["eval_examples"] == 12
+    assert sides["hf-default"]["optimizer_steps"] == STEPS
     (pair,) = report["ratios"].values()
-    ours, theirs = sides["seqcls-default"], sides["hf-best"]
+    ours, theirs = sides["seqcls-default"], sides["hf-default"]
     assert pair["examples_per_s"] == pytest.approx(
         ours["examples_per_s"] / theirs["examples_per_s"]
     )
+    assert pair["padding_efficiency"] == pytest.approx(MAX_LENGTH / length)
     assert pair["dev_accuracy"] == pytest.approx(ours["dev_accuracy"] - theirs["dev_accuracy"])
     by_round = zip(ours["runs"], theirs["runs"], strict=True)
     assert pair["examples_per_s_by_round"] == pytest.approx(
@@ -80,4 +93,12 @@ def test_compare_reports_both_sides_and_consistent_ratios(
     )
     assert report["fp32_matmul_peak_gflops"] > 0
     assert report["device"]
-    assert "benchmarks/compare.py" in report["command"]
+    assert report["command"].endswith("benchmarks/run.py " + " ".join(argv))
+
+
+def test_compare_refuses_an_unknown_side() -> None:
+    run = load_run()
+    module, args = run.parse_args(["compare", "--model", "m", "--train", "t", "--validation", "v",
+                                   "--sides", "hf-best,seqcls-fast"])  # fmt: skip
+    with pytest.raises(SystemExit, match="unknown side 'seqcls-fast'"):
+        module.sides_of(args)

@@ -94,10 +94,17 @@ def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run
         "--trainer.default_root_dir", str(ddp_run / "validate-one"),
     ])  # fmt: skip
     one = validation_metrics(ddp_run / "validate-one")
-    assert set(one) == {"accuracy", "macro_f1", "loss"}
-    # The fit's own end-of-epoch validation (2 processes) scored the same weights.
+    assert set(one) == {"accuracy", "macro_f1", "loss", "ece", "ece_calibrated"}
+    # The fit's own end-of-epoch validation (2 processes) scored the same weights; its
+    # temperature was fitted on the 99 rows gathered from both processes.
     for measured in (validation_metrics(ddp_run / "validate-ddp"), validation_metrics(run)):
-        assert measured == pytest.approx(one, abs=1e-6)
+        assert {key: measured[key] for key in one} == pytest.approx(one, abs=1e-6)
+    for out in (run, ddp_run / "validate-ddp", ddp_run / "validate-one"):
+        per_class = read_rows(out / "report" / "validation" / "per_class.csv")
+        assert per_class[-1]["label"] == "weighted avg"
+        assert int(per_class[-1]["support"]) == 99  # each row once, none repeated by the sampler
+    two = (ddp_run / "validate-ddp" / "report" / "validation" / "per_class.csv").read_text()
+    assert two == (ddp_run / "validate-one" / "report" / "validation" / "per_class.csv").read_text()
 
 
 def test_ddp_predict_writes_one_file_one_row_per_input_in_order(ddp_run: Path) -> None:

@@ -129,6 +129,18 @@ def test_tpu_config_without_a_tpu(capsys, tiny_bert: Path, tmp_path: Path) -> No
     assert "--config configs/trainer/cpu.yaml" in line
 
 
+def test_a_malformed_secret_name_stops_before_training(
+    capsys, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path, tmp_path: Path
+) -> None:
+    """SEQCLS_SECRET_* variables are read when a command starts (seqcls/cloud/secrets.py)."""
+    monkeypatch.setenv("SEQCLS_SECRET_HF_TOKEN", "hf-token")
+    line = fit_error(capsys, tiny_bert, tmp_path)
+    assert line == (
+        "seqcls: error: SEQCLS_SECRET_HF_TOKEN=hf-token: expected "
+        "projects/PROJECT/secrets/SECRET/versions/VERSION (VERSION may be latest)"
+    )
+
+
 def test_batch_size_below_one(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     line = fit_error(capsys, tiny_bert, tmp_path, "--data.batch_size", "0")
     assert line == "seqcls: error: --data.batch_size 0: must be at least 1"

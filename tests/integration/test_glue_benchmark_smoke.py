@@ -1,18 +1,30 @@
-"""benchmarks/glue.sh runs both sides and prints the comparison (tiny model, tiny data)."""
+"""benchmarks/run.py glue runs seqcls (its CLI) and the HF Trainer on GLUE-shaped files and
+prints their dev metrics side by side (tiny model, tiny data)."""
 
 import csv
-import os
+import importlib.util
+import json
 import random
-import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 WORDS = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran", "far", "away"]
+TRAIN_ROWS, DEV_ROWS, MAX_TRAIN_SAMPLES = 24, 8, 16
 
 
-def write(path: Path, rows: int, pair: bool, seed: int) -> None:
+def load_run() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write(path: Path, rows: int, pair: bool, label: object, seed: int) -> None:
     rng = random.Random(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as stream:
@@ -20,32 +32,55 @@ def write(path: Path, rows: int, pair: bool, seed: int) -> None:
         writer.writerow(["text", "text_pair", "label"] if pair else ["text", "label"])
         for row in range(rows):
             text = [" ".join(rng.choices(WORDS, k=6)) for _ in range(2 if pair else 1)]
-            writer.writerow([*text, row % 2])
+            writer.writerow([*text, label(row, rng)])  # type: ignore[operator]
 
 
-def test_glue_script_compares_seqcls_and_the_hf_trainer(tmp_path: Path, tiny_bert: Path) -> None:
+def test_glue_compares_seqcls_and_the_hf_trainer(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     pytest.importorskip("accelerate", reason="the HF Trainer side needs the bench extra")
-    for folder, pair in [("RTE", True), ("CoLA", False)]:
-        write(tmp_path / "data" / folder / "train.csv", 24, pair, seed=0)
-        write(tmp_path / "data" / folder / "dev.csv", 8, pair, seed=1)
-    result = subprocess.run(
-        ["bash", "benchmarks/glue.sh", str(tmp_path / "data"), str(tmp_path / "out")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={
-            **os.environ,
-            "MODEL": str(tiny_bert),
-            "TASKS": "rte cola",
-            "EPOCHS": "1",
-            "MAX_TRAIN_SAMPLES": "16",
-            "SEQCLS_CACHE": str(tmp_path / "cache"),
-        },
+    monkeypatch.setenv("SEQCLS_CACHE", str(tmp_path / "cache"))
+    tasks = {  # folder, sentence pairs, label
+        "stsb": ("STS-B", True, lambda row, rng: round(rng.uniform(0, 5), 2)),
+        "cola": ("CoLA", False, lambda row, rng: row % 2),
+    }
+    for folder, pair, label in tasks.values():
+        write(tmp_path / "data" / folder / "train.csv", TRAIN_ROWS, pair, label, seed=0)
+        write(tmp_path / "data" / folder / "dev.csv", DEV_ROWS, pair, label, seed=1)
+    out = tmp_path / "out"
+    report = load_run().main(
+        [
+            *("glue", str(tmp_path / "data"), "--out", str(out), "--model", str(tiny_bert)),
+            *("--tasks", "stsb,cola", "--epochs", "1"),
+            *("--max-train-samples", str(MAX_TRAIN_SAMPLES), "--json", str(tmp_path / "glue.json")),
+        ]
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    table = {tuple(line.split()[:2]): line.split()[2:] for line in result.stdout.splitlines()[-2:]}
-    assert set(table) == {("cola", "matthews"), ("rte", "accuracy")}
-    for cells in table.values():
-        assert len(cells) == 3
-        assert all(-1.0 <= float(cell) <= 1.0 for cell in cells)
+
+    # Each side trained on the first rows only, one epoch, and scored every dev row.
+    for task in tasks:
+        hf = json.loads((out / "hf" / task / "results.json").read_text())
+        assert hf["train_examples"] == MAX_TRAIN_SAMPLES
+        assert hf["eval_examples"] == DEV_ROWS
+        assert hf["optimizer_steps"] == 1  # 16 rows in batches of 32
+        assert hf["examples"] == MAX_TRAIN_SAMPLES  # every step timed
+        config = (out / "seqcls" / task / "config.yaml").read_text()
+        assert f"max_train_samples: {MAX_TRAIN_SAMPLES}" in config
+    assert set(report["tasks"]["stsb"]["HF Trainer"]) == {"pearson", "spearman"}
+    assert set(report["tasks"]["cola"]["HF Trainer"]) == {"matthews"}
+    # The table shows, per task and metric, seqcls's best and last checkpoints and the Trainer.
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index("| task | metric | seqcls best | seqcls last | HF Trainer |")
+    rows = [line.strip("| ").split(" | ") for line in lines[header + 2 : header + 5]]
+    assert [row[:2] for row in rows] == [["cola", "matthews"], ["stsb", "pearson"],
+                                         ["stsb", "spearman"]]  # fmt: skip
+    for task, metric, *cells in rows:
+        columns = report["tasks"][task]
+        expected = [columns[name][metric] for name in ("seqcls best", "seqcls last", "HF Trainer")]
+        assert [float(cell) for cell in cells] == pytest.approx(expected, abs=5e-5)
+        assert all(-1.0 <= value <= 1.0 for value in expected)
+    assert json.loads((tmp_path / "glue.json").read_text())["tasks"] == report["tasks"]
+
+
+def test_glue_refuses_an_unknown_task(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        load_run().parse_args(["glue", str(tmp_path), "--tasks", "rte,sst2"])

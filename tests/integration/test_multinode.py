@@ -208,6 +208,8 @@ def test_multinode_config_takes_the_cluster_from_cluster_spec(
         run=False,
     )  # fmt: skip
     assert isinstance(cli.trainer.strategy, DDPStrategy)
+    # Fewer, larger all-reduces between nodes (and through Reduction Server) than DDP's 25 MB.
+    assert cli.trainer.strategy._ddp_kwargs["bucket_cap_mb"] == 100
     assert (cli.trainer.num_nodes, cli.trainer.node_rank) == (2, 1)
     assert cli.trainer.strategy.cluster_environment is not None
     assert cli.trainer.strategy.cluster_environment.main_address == "127.0.0.1"

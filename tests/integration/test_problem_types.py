@@ -80,9 +80,23 @@ def test_multi_label_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
         json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()
     ]
     assert [row["index"] for row in predictions] == list(range(5))
+    # Independent probabilities per label; a label is predicted from its threshold on, tuned
+    # on validation and saved with the model.
+    thresholds = config["seqcls_calibration"]["thresholds"]
+    assert len(thresholds) == len(TOPICS)
+    assert all(0 < threshold < 1 for threshold in thresholds)
     for row in predictions:
-        # Independent probabilities per label; a label is predicted from 0.5 on.
-        assert row["labels"] == [name for name in TOPICS if row[f"score_{name}"] >= 0.5]
+        chosen = zip(TOPICS, thresholds, strict=True)
+        assert row["labels"] == [name for name, t in chosen if row[f"score_{name}"] >= t]
+    report = fitted / "report" / "validation"
+    with (report / "per_label.csv").open() as stream:
+        per_label = list(csv.DictReader(stream))
+    assert [row["label"] for row in per_label] == [*TOPICS, "macro avg", "weighted avg"]
+    assert [float(row["threshold"]) for row in per_label[:3]] == thresholds
+    gold = [row["topics"] for row in rows[24:]]
+    for name, row in zip(TOPICS, per_label, strict=False):
+        assert int(row["support"]) == sum(name in labels for labels in gold)
+    assert (report / "confusion_matrix.png").is_file()
 
 
 def test_regression_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
@@ -115,6 +129,18 @@ def test_regression_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
     # The exported model is the best checkpoint; predictions here come from last.ckpt, so
     # only check that the pipeline gives a plain number for a regression model.
     assert isinstance(first["score"], float)
+    report = fitted / "report" / "validation"
+    assert (report / "scatter.png").is_file()
+    with (report / "worst_residuals.csv").open() as stream:
+        worst = list(csv.DictReader(stream))
+    assert len(worst) == 8  # every validation row, the largest residual first
+    residuals = [abs(float(row["residual"])) for row in worst]
+    assert residuals == sorted(residuals, reverse=True)
+    for row in worst:
+        assert float(row["gold"]) == rows[int(row["index"]) + 24]["score"]
+        assert float(row["residual"]) == pytest.approx(
+            float(row["predicted"]) - float(row["gold"]), abs=1e-5
+        )
 
 
 def test_glue_submission_file(tmp_path: Path, tiny_bert: Path) -> None:

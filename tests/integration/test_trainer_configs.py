@@ -5,18 +5,35 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from pytorch_lightning.accelerators import XLAAccelerator
+from pytorch_lightning.accelerators import (
+    Accelerator,
+    AcceleratorRegistry,
+    CPUAccelerator,
+    CUDAAccelerator,
+    XLAAccelerator,
+)
 
 from seqcls.cli import make_cli
+from seqcls.hardware import Hardware
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER_CONFIGS = sorted((REPO / "configs" / "trainer").glob("*.yaml"))
+# The accelerator Lightning builds for each name in a config: on a GPU it reports a
+# CUDAAccelerator and on a TPU an XLAAccelerator, whose names do not start with "gpu" or "tpu".
+ACCELERATORS: dict[str, type[Accelerator]] = {
+    "cpu": CPUAccelerator,
+    "gpu": CUDAAccelerator,
+    "cuda": CUDAAccelerator,
+    "tpu": XLAAccelerator,
+}
 
 
-def available(accelerator: str) -> str | None:
+def available(accelerator: str, precision: str) -> str | None:
     """Why this machine cannot build the accelerator, or None when it can."""
     if accelerator == "gpu" and not torch.cuda.is_available():
         return "no CUDA GPU on this machine"
+    if accelerator == "gpu" and "bf16" in precision and not Hardware.detect().gpu_bf16:
+        return "this GPU has no bf16 (compute capability below 8.0); test_hardware.py covers it"
     if accelerator == "tpu" and not XLAAccelerator.is_available():
         return "no TPU on this machine (the XLA lane, scripts/test.sh --xla, covers XLA on CPU)"
     return None
@@ -41,8 +58,9 @@ def test_cloud_configs_save_last_checkpoint_periodically(name: str) -> None:
 
 @pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
 def test_a_trainer_config_builds_the_quickstart_job(path: Path, tiny_bert: Path) -> None:
-    accelerator = yaml.safe_load(path.read_text())["trainer"]["accelerator"]
-    if reason := available(accelerator):
+    trainer = yaml.safe_load(path.read_text())["trainer"]
+    accelerator = trainer["accelerator"]
+    if reason := available(accelerator, str(trainer.get("precision"))):
         pytest.skip(reason)
     cli = make_cli(
         [
@@ -52,4 +70,11 @@ def test_a_trainer_config_builds_the_quickstart_job(path: Path, tiny_bert: Path)
         ],
         run=False,
     )  # fmt: skip
-    assert type(cli.trainer.accelerator).__name__.lower().startswith(accelerator[:3])
+    assert isinstance(cli.trainer.accelerator, ACCELERATORS[accelerator])
+
+
+def test_accelerator_classes_are_lightnings_own() -> None:
+    """The table above agrees with Lightning's registry ("gpu" is Lightning's alias of cuda)."""
+    for name, cls in ACCELERATORS.items():
+        registered = AcceleratorRegistry["cuda" if name == "gpu" else name]["accelerator"]
+        assert registered is cls, name

@@ -119,11 +119,11 @@ def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: 
 
 
 def test_the_bucket_benchmark_runs_both_settings(tiny_bert: Path, tmp_path: Path) -> None:
-    # A smoke run of benchmarks/xla_buckets.py, so it keeps working; its timings mean nothing.
+    # A smoke run of benchmarks/run.py xla-buckets, so it keeps working; its timings mean nothing.
     results = tmp_path / "buckets.json"
     done = subprocess.run(
         [
-            sys.executable, str(REPO / "benchmarks" / "xla_buckets.py"),
+            sys.executable, str(REPO / "benchmarks" / "run.py"), "xla-buckets",
             "--model", str(tiny_bert), "--train", str(SAMPLE / "train.csv"),
             "--max-train-samples", "24", "--max-length", "64", "--batch-size", "4",
             "--steps", "3", "--json", str(results),

@@ -21,9 +21,6 @@ from typing import IO
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-# Importing tables first turns off gcsfs's gRPC bucket lookup before gcsfs is imported.
-import seqcls.data.tables  # noqa: F401
-
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 

@@ -11,13 +11,8 @@ import datasets
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+import seqcls.cloud  # noqa: F401  (sets gcsfs's options before fsspec loads it)
 from seqcls.errors import ConfigurationError
-
-# gcsfs reads this on import, which fsspec defers to the first gs:// URL. Left true, gcsfs asks
-# the Storage Control gRPC API for each bucket's layout, and where that API is unreachable (an
-# emulator, a host without a route to it) each operation first waits 60 s for it to time out.
-# The JSON API serves standard and hierarchical buckets; zonal buckets need it set to true.
-os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 # suffix -> (datasets builder, builder options)
 _FORMATS: dict[str, tuple[str, dict[str, object]]] = {

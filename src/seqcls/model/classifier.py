@@ -14,6 +14,7 @@ from seqcls.data.metric_names import metric_names
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
+from seqcls.model.calibration import Calibration
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup
@@ -33,6 +34,7 @@ class SequenceClassifier(pl.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         threshold: float = 0.5,
+        calibrate: bool = True,
         gradient_checkpointing: bool = False,
         compile: bool = False,
         last_layer_first_token_only: bool | None = None,
@@ -49,7 +51,14 @@ class SequenceClassifier(pl.LightningModule):
             weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
-            threshold: Multi-label only: a label is predicted when its probability reaches this.
+            threshold: Multi-label only: a label is predicted when its probability reaches this
+                (unless ``calibrate`` tuned one per label).
+            calibrate: After fit, fit on the validation rows a temperature (single-label: the
+                logits are divided by it, so that probabilities match frequencies) or one
+                decision threshold per label (multi-label: the best F1 of each). They are
+                saved with the exported model and applied by predict, validate and test.
+                False: scores and decisions are the network's own, whatever was saved
+                (see docs/evaluation.md).
             gradient_checkpointing: Recompute activations in the backward pass instead of
                 keeping them: about a third slower, much less memory (large models on
                 small GPUs).
@@ -64,10 +73,16 @@ class SequenceClassifier(pl.LightningModule):
         super().__init__()
         if not label_names:
             raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
-        self.save_hyperparameters()
+        # Not a hyper-parameter: Lightning would restore it from a checkpoint over the flag, and
+        # --model.calibrate false must hold for predict, validate and test too.
+        self.save_hyperparameters(ignore=["calibrate"])
+        self.calibrate = calibrate
         self.labels = LabelSpace(problem_type, tuple(label_names))
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
+        # What predict applies on top of the logits: set after fit, or read from the run's
+        # exported model (see run/report.py); none until then.
+        self.calibration: Calibration | None = None
         self.model = load_for_training(
             AutoModelForSequenceClassification,
             model_name_or_path,
@@ -119,12 +134,12 @@ class SequenceClassifier(pl.LightningModule):
 
     def validation_step(
         self, batch: BatchOrPieces, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
+    ) -> dict[str, torch.Tensor]:
         metrics = cast(MetricCollection, self.val_metrics[dataloader_idx])
-        self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
+        return self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
 
-    def test_step(self, batch: BatchOrPieces, batch_idx: int) -> None:
-        self._evaluate(batch, self.test_metrics, self.test_loss)
+    def test_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._evaluate(batch, self.test_metrics, self.test_loss)
 
     def predict_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
         pieces = pieces_of(batch)
@@ -138,12 +153,24 @@ class SequenceClassifier(pl.LightningModule):
             return logits.squeeze(-1)
         if self.labels.problem_type == "multi_label_classification":
             return logits.sigmoid()
-        return logits.softmax(dim=-1)
+        return (logits / self.temperature).softmax(dim=-1)
+
+    @property
+    def temperature(self) -> float:
+        """Single-label: what the logits are divided by before the softmax."""
+        return self.calibration.temperature if self.calibration else 1.0
+
+    def decision_thresholds(self) -> list[float]:
+        """Multi-label: the probability each label needs to be predicted."""
+        tuned = self.calibration.thresholds if self.calibration else None
+        return list(tuned) if tuned else [self.threshold] * self.labels.num_outputs
 
     def _evaluate(
         self, batch: BatchOrPieces, metrics: MetricCollection, loss: WeightedMean
-    ) -> None:
+    ) -> dict[str, torch.Tensor]:
+        """Update the metrics; return each row's index, logits and target for the report."""
         rows = 0
+        outputs: list[dict[str, torch.Tensor]] = []
         for piece in pieces_of(batch):
             output = self(piece)
             labels = piece[LABELS]
@@ -155,10 +182,13 @@ class SequenceClassifier(pl.LightningModule):
             metrics.update(scores, labels)
             loss.update(output.loss, weight=len(labels))
             rows += len(labels)
+            logits = output.logits.detach().float()
+            outputs.append({INDEX: piece[INDEX], "logits": logits, LABELS: piece[LABELS]})
         prefix = metrics.prefix or ""
         log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
         self.log(f"{prefix}loss", loss, **log_options)
         self.log_dict(metrics, prog_bar=True, **log_options)
+        return {key: torch.cat([output[key] for output in outputs]) for key in outputs[0]}
 
     def configure_optimizers(self) -> Any:
         return adamw_with_warmup(self, self.learning_rate, self.weight_decay, self.warmup_ratio)

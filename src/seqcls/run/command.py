@@ -19,6 +19,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveCon
 from pytorch_lightning.utilities import rank_zero_info
 from transformers import PreTrainedModel
 
+from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.storage import read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
@@ -36,6 +37,7 @@ from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
 from seqcls.run.redact import redact_config
+from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
@@ -89,6 +91,8 @@ class RunCLI(LightningCLI):
         """What the model learns from the data besides the tokenizer; nothing by default."""
 
     def before_instantiate_classes(self) -> None:
+        # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
+        apply_secrets()
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
         check_batch_size(config.get("data"))
@@ -135,6 +139,8 @@ class RunCLI(LightningCLI):
             config["logger"] = tensorboard_logger(self.layout.logs)
         callbacks = [
             *(config.get("callbacks") or []),
+            # Before the export, which saves the calibration it fits.
+            EvaluationReport(self.layout.model, self.start.source),
             ExportBestModel(self.layout.model),
             MetricsFile(),
             Throughput(),

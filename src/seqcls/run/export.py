@@ -1,5 +1,6 @@
 """Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads."""
 
+import copy
 import logging
 import tempfile
 from pathlib import Path
@@ -10,6 +11,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
+from seqcls.model.calibration import Calibration, save_into
 from seqcls.run.checkpoints import best_checkpoint
 from seqcls.run.zero_checkpoints import gather_weights, is_zero_checkpoint
 
@@ -41,10 +43,12 @@ def export_model(
     out_dir: Path,
     *,
     checkpoint_path: str | None = None,
+    calibration: Calibration | None = None,
 ) -> Path:
     """Save ``model``, or it with the weights from ``checkpoint_path``, and the tokenizer.
 
-    A classifier's saved config carries ``id2label``/``label2id`` with the real label names.
+    A classifier's saved config carries ``id2label``/``label2id`` with the real label names,
+    and the ``calibration`` fitted after training (see model/calibration.py).
     """
     if checkpoint_path:
         # A fresh model of the same architecture, not a copy of the trained module: under
@@ -52,6 +56,9 @@ def export_model(
         # checkpoint holds all the weights anyway.
         model = type(model)(model.config)
         load_hf_weights(checkpoint_path, into=model)
+    elif calibration is not None:
+        model = copy.deepcopy(model)  # the temperature is folded into the copy's head only
+    save_into(model, calibration)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
@@ -82,7 +89,13 @@ class ExportBestModel(pl.Callback):
             if best and is_remote(best):
                 local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
             out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
-            export_model(model, datamodule.tokenizer, out_dir, checkpoint_path=local_best or None)
+            export_model(
+                model,
+                datamodule.tokenizer,
+                out_dir,
+                checkpoint_path=local_best or None,
+                calibration=getattr(pl_module, "calibration", None),
+            )
             if remote:
                 upload_dir(out_dir, self.model_dir)
         log.info("Exported %s to %s", best or "the final weights", self.model_dir)

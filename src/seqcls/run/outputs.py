@@ -132,8 +132,10 @@ class PredictionWriter(BasePredictionWriter):
         space = LabelSpace(
             pl_module.hparams["problem_type"], tuple(pl_module.hparams["label_names"])
         )
-        threshold = float(pl_module.hparams.get("threshold", 0.5))
-        rows = [describe(row, score, space, threshold) for row, score in in_order]
+        multi_label = space.problem_type == "multi_label_classification"
+        classifier: Any = pl_module  # a SequenceClassifier (run/ sees only Lightning's type)
+        thresholds = classifier.decision_thresholds() if multi_label else []
+        rows = [describe(row, score, space, thresholds) for row, score in in_order]
         datamodule = getattr(trainer, "datamodule", None)
         output_format = getattr(datamodule, "output_format", "csv")
         run_dir = trainer.default_root_dir
@@ -171,17 +173,19 @@ def gather_in_input_order(
     return index[keep], scores[order][keep]
 
 
-def describe(index: int, scores: Any, space: LabelSpace, threshold: float) -> dict[str, Any]:
-    """One output row: the prediction in words, then every score."""
+def describe(
+    index: int, scores: Any, space: LabelSpace, thresholds: Sequence[float]
+) -> dict[str, Any]:
+    """One output row: the prediction in words, then every score (multi-label: a label is
+    predicted where its score reaches its threshold)."""
     if space.problem_type == "regression":
         return {INDEX: index, "prediction": round(float(scores), 6)}
     named = {
         f"score_{name}": round(score, 6) for name, score in zip(space.names, scores, strict=True)
     }
     if space.problem_type == "multi_label_classification":
-        labels = [
-            name for name, score in zip(space.names, scores, strict=True) if score >= threshold
-        ]
+        chosen = zip(space.names, scores, thresholds, strict=True)
+        labels = [name for name, score, threshold in chosen if score >= threshold]
         return {INDEX: index, "labels": labels, **named}
     best = max(range(len(scores)), key=scores.__getitem__)
     return {INDEX: index, "label": space.names[best], "score": round(scores[best], 6), **named}

@@ -1,9 +1,14 @@
-"""What the benchmarks measure, the same way for seqcls and the HF Trainer.
+"""The harness every benchmark shares: how a side runs, what is measured, how it is reported.
+
+A side (one framework with one setting) runs in a fresh interpreter (``in_own_process``), so
+imports, reading the data and loading the model all count towards its time, and no side
+inherits another's caches or memory.
 
 ``StepClock`` times optimizer steps after a warm-up and counts what the model computed in
 them, read from the attention masks the model is called with (a forward pre-hook), so it
-needs nothing from the training loop but "a step begins" and "a step ended". The rest
-describes the machine: its measured matmul peak, peak memory, the CPU or GPU.
+needs nothing from the training loop but "a step begins" and "a step ended". It is the same
+clock for seqcls and for the HF Trainer. ``environment`` describes the machine (CPU or GPU,
+threads, load, versions); ``matmul_peak_flops`` measures its practical peak.
 
 Model FLOPs follow the usual estimate for a transformer encoder: per token, 6 FLOPs per
 weight of every linear layer (2 forward, 4 backward), plus 12 x layers x hidden x length for
@@ -14,10 +19,17 @@ seqcls computes the last layer for the first token only, that layer's weights af
 attention are counted once per row: the FLOPs the model needs, not those it skips.
 """
 
+import json
+import os
 import platform
 import resource
+import shlex
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -71,9 +83,9 @@ class StepClock:
         self.seconds += time.perf_counter() - self._started
         self.steps += 1
         examples, real, computed, useful_flops, computed_flops = self._pending
-        self.examples += examples
-        self.real_tokens += real
-        self.computed_tokens += computed
+        self.examples += int(examples)
+        self.real_tokens += int(real)
+        self.computed_tokens += int(computed)
         self.useful_flops += useful_flops
         self.computed_flops += computed_flops
         self._started = None
@@ -160,7 +172,70 @@ def describe_device(device: torch.device) -> str:
     return cpu_model()
 
 
+def environment(device: torch.device | None = None) -> dict[str, Any]:
+    """The machine and the versions a result was measured with."""
+    import transformers
+
+    if device is None:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return {
+        "device": describe_device(device),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Running a side
+# --------------------------------------------------------------------------------------------
+
+RUN = Path(__file__).resolve().parent / "run.py"
+
+
+def in_own_process(
+    worker: str, spec: dict[str, Any], *, timeout: float | None = None, env: dict | None = None
+) -> dict[str, Any]:
+    """``worker(spec)`` of the module ``worker`` (here in benchmarks/), run in a fresh
+    interpreter; what it returned. A failing or stuck side raises ``SubprocessError``."""
+    with tempfile.TemporaryDirectory(prefix=f"seqcls-bench-{worker}-") as out:
+        result_file = Path(out) / "result.json"
+        command = [sys.executable, str(RUN), "worker", worker, json.dumps(spec), str(result_file)]
+        subprocess.run(command, check=True, timeout=timeout, env=env)
+        result: dict[str, Any] = json.loads(result_file.read_text())
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------------
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """How to run this benchmark again: the interpreter, the entry point and ``argv``."""
+    return shlex.join([os.path.relpath(sys.executable), os.path.relpath(RUN), *argv])
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def key_value_table(results: dict[str, Any]) -> str:
+    width = max(map(len, results))
+    return "\n".join(f"{name:<{width}}  {format_value(value)}" for name, value in results.items())
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
     return str(value)
+
+
+def write_json(path: Path | None, report: dict[str, Any]) -> None:
+    """Write ``report`` to ``path`` (``--json``), if one was given."""
+    if path is not None:
+        path.write_text(json.dumps(report, indent=2) + "\n")

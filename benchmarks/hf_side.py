@@ -1,0 +1,174 @@
+"""The HF Trainer's side of ``compare`` and ``glue``, set up as run_glue.py sets it up.
+
+transformers' ``examples/pytorch/text-classification/run_glue.py``: the data is read with
+``datasets.load_dataset`` (files with the options seqcls reads them with, so both sides see
+the same rows) and every row tokenized with ``map`` (cached by datasets), then the first
+``max_train_samples`` rows are kept; ``AutoModelForSequenceClassification``, linear schedule,
+seed set before the model is built. Padding is run_glue's ``--pad_to_max_length``
+(``max_length``) or dynamic (``DataCollatorWithPadding``); grouping by length is
+``train_sampling_strategy="group_by_length"``. Class labels are the dataset's ClassLabel
+names or the sorted distinct training labels; STS-B is regression. The steps are timed by the
+same ``StepClock`` as seqcls's, and the validation set is scored with the task's GLUE
+metrics, under seqcls's names for them (accuracy when there is no task).
+"""
+
+import csv
+import tempfile
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+import torchmetrics.functional as tmf
+from harness import StepClock, peak_rss_mib
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    default_data_collator,
+    set_seed,
+)
+
+# File suffix -> datasets builder and its options: those seqcls's table reader uses.
+READERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "csv": ("csv", {}),
+    "tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE}),
+    "json": ("json", {}),
+    "jsonl": ("json", {}),
+}
+
+
+class ClockCallback(TrainerCallback):
+    """Tells a ``StepClock`` when each optimizer step begins and ends."""
+
+    def __init__(self, clock: StepClock) -> None:
+        self.clock = clock
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.clock.begin(state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.clock.end()
+
+
+def load(spec: dict[str, Any]) -> datasets.DatasetDict:
+    if spec["dataset"]:
+        return datasets.load_dataset(spec["dataset"], spec["dataset_config"])
+    files = {"train": spec["train"], "validation": spec["validation"]}
+    suffix = spec["train"].rsplit(".", 1)[-1]
+    if suffix not in READERS:
+        raise SystemExit(f"--train: {spec['train']}: give a .csv, .tsv, .json or .jsonl file")
+    builder, options = READERS[suffix]
+    return datasets.load_dataset(builder, data_files=files, **options)
+
+
+def scores(task: str | None, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """The GLUE metric(s) of ``task`` on the validation predictions; accuracy without a task."""
+    if task == "stsb":
+        predicted = torch.as_tensor(np.squeeze(predictions, axis=-1), dtype=torch.float64)
+        gold = torch.as_tensor(labels, dtype=torch.float64)
+        return {
+            "pearson": float(tmf.pearson_corrcoef(predicted, gold)),
+            "spearman": float(tmf.spearman_corrcoef(predicted, gold)),
+        }
+    preds, target = np.argmax(predictions, axis=1), labels.astype(np.int64)
+    tp = float(np.sum((preds == 1) & (target == 1)))
+    tn = float(np.sum((preds == 0) & (target == 0)))
+    fp = float(np.sum((preds == 1) & (target == 0)))
+    fn = float(np.sum((preds == 0) & (target == 1)))
+    if task == "cola":  # Matthews correlation; 0 when a row or column of the confusion is empty
+        denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+        return {"matthews": float((tp * tn - fp * fn) / denominator if denominator else 0.0)}
+    result = {"accuracy": float(np.mean(preds == target))}
+    if task == "mrpc":  # F1 of the positive class (label 1)
+        result["f1"] = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+    return result
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train (``steps`` optimizer steps, or ``epochs``) and score, inside a side's process."""
+    side, clock = spec["side"], StepClock(spec["warmup_steps"])
+    raw = load(spec)
+    label, regression = spec["label_column"], spec["task"] == "stsb"
+    feature = raw["train"].features[label]
+    names = feature.names if isinstance(feature, datasets.ClassLabel) else None
+    labels = [] if regression else names or sorted(set(raw["train"][label]))
+    label_id = {name: i for i, name in enumerate(labels)}
+    if not (regression or names):
+        unknown = sorted(set(raw["validation"][label]) - label_id.keys(), key=str)
+        if unknown:
+            raise SystemExit(f"validation labels {unknown} are not among the training's {labels}")
+    tokenizer = AutoTokenizer.from_pretrained(spec["model"])
+    padding = "max_length" if side["padding"] == "max_length" else False
+    text, pair = spec["text_column"], spec["text_pair_column"]
+
+    def preprocess(rows: dict[str, list[Any]]) -> dict[str, Any]:
+        texts = (rows[text], rows[pair]) if pair else (rows[text],)
+        encoded = tokenizer(*texts, padding=padding, max_length=spec["max_length"], truncation=True)
+        if regression:
+            encoded["label"] = [float(value) for value in rows[label]]
+        else:
+            encoded["label"] = rows[label] if names else [label_id[value] for value in rows[label]]
+        return encoded
+
+    encoded = raw.map(preprocess, batched=True, remove_columns=raw["train"].column_names)
+    train = encoded["train"]
+    if spec["max_train_samples"] is not None:
+        train = train.select(range(min(spec["max_train_samples"], len(train))))
+
+    set_seed(spec["seed"])  # before the model: seeds the new classification head
+    model = AutoModelForSequenceClassification.from_pretrained(
+        spec["model"], num_labels=1 if regression else len(labels), dtype=torch.float32
+    )
+    length = {"max_steps": spec["steps"]} if spec["steps"] else {"num_train_epochs": spec["epochs"]}
+    with tempfile.TemporaryDirectory(prefix="hf-trainer-run-") as out:
+        training_args = TrainingArguments(
+            output_dir=out,
+            **length,
+            per_device_train_batch_size=spec["batch_size"],
+            per_device_eval_batch_size=spec["eval_batch_size"],
+            learning_rate=spec["learning_rate"],
+            weight_decay=spec["weight_decay"],
+            warmup_steps=spec["warmup_ratio"],  # below 1: a share of the steps
+            lr_scheduler_type="linear",
+            seed=spec["seed"],
+            bf16=side["bf16"],
+            use_cpu=not torch.cuda.is_available(),  # bf16 on a CPU is refused without it
+            train_sampling_strategy="group_by_length" if side["grouped"] else "random",
+            eval_strategy="no",
+            save_strategy="no",
+            logging_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+        )
+        collator = default_data_collator if padding else DataCollatorWithPadding(tokenizer)
+        trainer = Trainer(
+            model=model,
+            args=training_args,
+            train_dataset=train,
+            processing_class=tokenizer,
+            data_collator=collator,
+            callbacks=[ClockCallback(clock)],
+        )
+        clock.attach(model)
+        trained = trainer.train()
+        peak = peak_rss_mib()
+        prediction = trainer.predict(encoded["validation"])
+    predictions, gold = np.asarray(prediction.predictions), np.asarray(prediction.label_ids)
+    metrics = scores(spec["task"], predictions, gold)
+    return clock.results() | {
+        "framework": "hf",
+        "metrics": metrics,
+        "dev_accuracy": metrics.get("accuracy"),
+        "train_examples": len(train),
+        "eval_examples": len(encoded["validation"]),
+        "optimizer_steps": trained.global_step,
+        "train_runtime_s": trained.metrics["train_runtime"],
+        "peak_rss_mib": peak,
+        "precision": "bf16 autocast" if side["bf16"] else "fp32",
+        "threads": torch.get_num_threads(),
+        "optimizer": str(training_args.optim),
+    }

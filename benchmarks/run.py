@@ -1,0 +1,66 @@
+"""The benchmarks' one entry point: seqcls measured alone, and against the HF Trainer.
+
+    python benchmarks/run.py throughput --config CONFIG [seqcls fit arguments]
+        training examples/s, tokens/s, padding efficiency and memory of one seqcls config
+    python benchmarks/run.py compare --model MODEL --train FILE --validation FILE [--sides ...]
+        seqcls and the HF Trainer on the same rows for the same optimizer steps, each side in
+        its own process: speed, time to first step, memory, MFU, dev accuracy, and the ratios
+    python benchmarks/run.py glue GLUE_DIR [--tasks rte,mrpc,stsb,cola]
+        run_glue's recipe on GLUE tasks with both, to the end: the dev metrics side by side
+    python benchmarks/run.py xla-buckets --model MODEL --train FILE
+        on one XLA device: fixed max_length padding against length buckets, compiles included
+
+``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
+prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
+the command included. They share one harness (``harness.py``): the step clock, running a side
+in a fresh process, the machine's description and the report.
+"""
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# Run as a script, this folder is on sys.path already; loaded from elsewhere (tests), not.
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+SUBCOMMANDS = {
+    "throughput": "seqcls_side",
+    "compare": "compare",
+    "glue": "glue",
+    "xla-buckets": "xla_buckets",
+}
+
+
+def parse_args(argv: list[str]) -> tuple[ModuleType, Any]:
+    """The subcommand's module and its parsed options."""
+    if not argv or argv[0] not in SUBCOMMANDS:
+        if argv[:1] in (["-h"], ["--help"]):
+            print(__doc__)
+            raise SystemExit(0)
+        given = repr(argv[0]) if argv else "none"
+        raise SystemExit(
+            f"run.py: give a subcommand ({', '.join(SUBCOMMANDS)}), not {given}; "
+            "e.g. python benchmarks/run.py throughput --config configs/local.yaml"
+        )
+    module = importlib.import_module(SUBCOMMANDS[argv[0]])
+    return module, module.parse_args(argv[1:])
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["worker"]:  # one side, in the process harness.in_own_process started
+        _, name, spec, result_file = argv
+        result = importlib.import_module(name).worker(json.loads(spec))
+        Path(result_file).write_text(json.dumps(result))
+        return dict(result)
+    module, args = parse_args(argv)
+    return dict(module.run(args, argv))
+
+
+if __name__ == "__main__":
+    main()

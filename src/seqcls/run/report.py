@@ -1,0 +1,250 @@
+"""EvaluationReport: the evaluation report and the calibration of fit, validate and test.
+
+Each evaluated row's index, logits and target are kept and gathered from every process in
+input order, each row once (a distributed sampler's padding repeats some), so the report and
+the expected calibration error (ECE, logged as ``SPLIT/ece``) are exact under DDP.
+
+- ``fit`` keeps the rows of the validation that scored the best checkpoint, the one exported
+  to ``model/``. At the end it fits the calibration on them (``--model.calibrate``), which the
+  export saves with the model, writes ``report/validation/`` and adds the temperature and the
+  calibrated ECE to ``metrics.json``.
+- ``validate`` and ``test`` write the report of what they measured into their run directory,
+  and (like ``predict``) apply the calibration saved with the model they evaluate.
+"""
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import TensorBoardLogger
+from pytorch_lightning.utilities import rank_zero_only
+
+from seqcls.cloud.storage import is_remote, parent, read_text, upload_dir, write_text
+from seqcls.data.columns import INDEX, LABELS
+from seqcls.model.calibration import (
+    CONFIG_KEY,
+    Calibration,
+    Fitted,
+    calibration_in,
+    expected_calibration_error,
+    fit_calibration,
+)
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.outputs import METRICS_FILE, gather_in_input_order, split_name
+from seqcls.run.report_files import Rows, Texts, figure_pixels, write_report
+
+log = logging.getLogger(__name__)
+REPORT_DIR = "report"
+
+
+class EvaluationReport(pl.Callback):
+    def __init__(self, model_dir: str, checkpoint: str | None = None) -> None:
+        """``model_dir``: the run's exported model; ``checkpoint``: the one evaluated, if any."""
+        self.model_dir, self.checkpoint = model_dir, checkpoint
+        self._outputs: dict[int, list[dict[str, torch.Tensor]]] = {}
+        self._rows: dict[str, Rows] = {}  # metric prefix -> the last evaluation's rows
+        self._best: dict[str, Rows] = {}
+        self._best_score: float | None = None
+        self._fitted: Fitted | None = None
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit" and isinstance(pl_module, SequenceClassifier) and pl_module.calibrate:
+            pl_module.calibration = self._saved_calibration(pl_module)
+            if pl_module.calibration is not None:
+                log.info("Applying the saved calibration: %s", pl_module.calibration)
+
+    # Collecting rows.
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        self._outputs = {}
+
+    on_test_epoch_start = on_validation_epoch_start
+
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        if not trainer.sanity_checking and isinstance(outputs, dict) and INDEX in outputs:
+            self._outputs.setdefault(dataloader_idx, []).append(outputs)
+
+    on_test_batch_end = on_validation_batch_end
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        if trainer.sanity_checking or not isinstance(pl_module, SequenceClassifier):
+            return
+        prefixes = pl_module.hparams.get("validation_names") or ["val"]
+        self._rows = {
+            prefixes[i]: self._gather(trainer, pl_module, i) for i in sorted(self._outputs)
+        }
+        self._log_ece(pl_module)
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
+        if isinstance(pl_module, SequenceClassifier) and self._outputs:
+            self._rows = {"test": self._gather(trainer, pl_module, 0)}
+            self._log_ece(pl_module)
+
+    # Writing the report.
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not self._rows:
+            return
+        if trainer.state.fn != "fit":
+            self._write(trainer, pl_module, self._rows)
+        elif self._is_new_best(trainer):
+            self._best = self._rows
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._rows:
+            self._write(trainer, pl_module, self._rows)
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._best or not isinstance(pl_module, SequenceClassifier):
+            return
+        if pl_module.calibrate:
+            first = self._best[next(iter(self._best))]  # calibrated on the first validation set
+            self._fitted = fit_calibration(
+                pl_module.labels.problem_type, first.logits, first.targets
+            )
+            # Exported with the model by ExportBestModel, which runs next.
+            pl_module.calibration = self._fitted.calibration
+        self._write(trainer, pl_module, self._best)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # After MetricsFile has written the best validation's metrics in on_fit_end.
+        if stage == "fit" and self._fitted is not None and self._fitted.metrics:
+            self._add_metrics(trainer, next(iter(self._best)), self._fitted.metrics)
+
+    # The parts.
+
+    def _gather(self, trainer: pl.Trainer, pl_module: SequenceClassifier, position: int) -> Rows:
+        batches = self._outputs[position]
+        index = torch.cat([batch[INDEX] for batch in batches])
+        logits = torch.cat([batch["logits"] for batch in batches]).float()
+        targets = torch.cat([batch[LABELS] for batch in batches]).float().reshape(len(index), -1)
+        # One tensor through the gather: the logits, then the target(s), per row.
+        index, packed = gather_in_input_order(
+            trainer, pl_module.device, index, torch.cat([logits, targets], dim=1)
+        )
+        width = logits.shape[-1]
+        logits, targets = packed[:, :width].cpu(), packed[:, width:].cpu()
+        problem = pl_module.labels.problem_type
+        if problem == "single_label_classification":
+            targets = targets.squeeze(-1).long()
+        elif problem == "regression":
+            targets = targets.squeeze(-1)
+        return Rows(index.cpu(), logits, targets)
+
+    def _log_ece(self, pl_module: SequenceClassifier) -> None:
+        if pl_module.labels.problem_type != "single_label_classification":
+            return
+        for prefix, rows in self._rows.items():
+            ece = {"ece": expected_calibration_error(rows.logits.softmax(-1), rows.targets)}
+            if pl_module.temperature != 1.0:
+                calibrated = (rows.logits / pl_module.temperature).softmax(-1)
+                ece["ece_calibrated"] = expected_calibration_error(calibrated, rows.targets)
+            for name, value in ece.items():
+                # The same value on every rank: the rows were gathered.
+                pl_module.log(f"{prefix}/{name}", value, sync_dist=True, add_dataloader_idx=False)
+
+    def _is_new_best(self, trainer: pl.Trainer) -> bool:
+        """Whether this validation scored better than any before (as ModelCheckpoint judges)."""
+        checkpoint = best_checkpoint(trainer)
+        value = trainer.callback_metrics.get(str(checkpoint.monitor)) if checkpoint else None
+        if checkpoint is None or value is None:
+            return True  # no judge: the latest weights are the ones exported
+        score = float(value)
+        better = self._best_score is None or (
+            score > self._best_score if checkpoint.mode == "max" else score < self._best_score
+        )
+        if better:
+            self._best_score = score
+        return better
+
+    @rank_zero_only
+    def _write(self, trainer: pl.Trainer, pl_module: Any, rows_by_prefix: dict[str, Rows]) -> None:
+        for position, (prefix, rows) in enumerate(rows_by_prefix.items()):
+            split = split_name(prefix)
+            folder = os.path.join(trainer.default_root_dir, REPORT_DIR, split)
+            texts = _texts(trainer, "test" if prefix == "test" else "validation", position)
+            with tempfile.TemporaryDirectory(prefix="seqcls-report-") as scratch:
+                local = Path(scratch) if is_remote(folder) else Path(folder)
+                figures = write_report(
+                    local,
+                    pl_module.labels,
+                    rows,
+                    texts,
+                    temperature=pl_module.temperature,
+                    thresholds=pl_module.decision_thresholds(),
+                )
+                if is_remote(folder):
+                    upload_dir(local, folder)
+            if isinstance(trainer.logger, TensorBoardLogger):
+                for name, figure in figures.items():
+                    pixels = figure_pixels(figure)
+                    trainer.logger.experiment.add_image(
+                        f"{split}/{name}", pixels, trainer.global_step, dataformats="HWC"
+                    )
+            log.info(
+                "Wrote the evaluation report of %d %s rows to %s", len(rows.index), split, folder
+            )
+
+    @rank_zero_only
+    def _add_metrics(self, trainer: pl.Trainer, prefix: str, metrics: dict[str, float]) -> None:
+        path = os.path.join(trainer.default_root_dir, METRICS_FILE)
+        text = read_text(path)
+        merged = json.loads(text) if text is not None else {}
+        merged.setdefault(split_name(prefix), {}).update(metrics)
+        write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+        if trainer.logger is not None:
+            logged = {f"{prefix}/{name}": value for name, value in metrics.items()}
+            trainer.logger.log_metrics(logged, step=trainer.global_step)
+
+    def _saved_calibration(self, pl_module: SequenceClassifier) -> Calibration | None:
+        """The calibration that goes with the weights evaluated.
+
+        A checkpoint holds the network's own weights: the calibration exported beside it
+        (its run's ``model/``, else this run's) applies whole. An exported model loaded
+        without a checkpoint carries its own, temperature maybe folded into its weights.
+        """
+        if self.checkpoint:
+            run_dir = parent(parent(self.checkpoint))
+            for folder in (os.path.join(run_dir, "model"), self.model_dir):
+                text = read_text(os.path.join(folder, "config.json"))
+                if text is not None:
+                    values = json.loads(text).get(CONFIG_KEY)
+                    if not isinstance(values, dict):
+                        return None
+                    return replace(Calibration.from_dict(values), temperature_in_weights=False)
+            return None
+        saved = calibration_in(pl_module.model.config)
+        if saved is not None and saved.temperature_in_weights:
+            return Calibration(thresholds=saved.thresholds, temperature_in_weights=True)
+        return saved
+
+
+def _texts(trainer: pl.Trainer, split: str, position: int) -> Texts:
+    """Row indices to the text the model read (decoded from its tokens, so after truncation)."""
+    datamodule: Any = getattr(trainer, "datamodule", None)
+    sets = getattr(datamodule, "splits", {}).get(split) or []
+    if position >= len(sets):
+        return lambda indices: ["" for _ in indices]
+    rows = sets[position]
+    where = {int(index): row for row, index in enumerate(rows[INDEX])}
+
+    def texts(indices: Any) -> list[str]:
+        ids = [rows[where[int(i)]]["input_ids"] for i in indices]
+        return [datamodule.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
+
+    return texts
