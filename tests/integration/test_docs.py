@@ -50,6 +50,33 @@ def commands(body: str) -> Iterator[tuple[list[str], bool]]:
             yield shlex.split(line, comments=True), parse_only
 
 
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation gone, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    text = BLOCK.sub("", doc.read_text())
+    return {anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+
+
+def test_every_link_between_docs_resolves() -> None:
+    broken = []
+    for doc in DOCS:
+        for target in LINK.findall(doc.read_text()):
+            if "://" in target:
+                continue
+            path, _, fragment = target.partition("#")
+            linked = (doc.parent / path).resolve() if path else doc
+            if not linked.exists() or (fragment and fragment not in anchors(linked)):
+                broken.append(f"{doc.name}: {target}")
+    assert not broken, broken
+
+
 @pytest.fixture
 def workspace(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for folder in ["configs", "data", "benchmarks"]:
