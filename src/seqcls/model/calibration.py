@@ -70,10 +70,14 @@ def expected_calibration_error(probabilities: torch.Tensor, labels: torch.Tensor
 def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, *, steps: int = 50) -> float:
     """The temperature T > 0 that minimises the mean NLL of ``softmax(logits / T)``.
 
-    Fitted as log T, so T stays positive, by L-BFGS: one parameter, a smooth convex-enough
-    loss, converged in a few iterations.
+    Fitted as log T, so T stays positive, by L-BFGS: one parameter, a smooth loss, converged
+    in a few iterations. The logits are first divided by their spread, so that the fit does
+    not depend on their scale: L-BFGS stops on a small gradient, and logits that barely
+    differ (a model that has learnt little) would otherwise stop it at T = 1.
     """
     logits, labels = logits.detach().float().cpu(), labels.detach().long().cpu()
+    spread = float(logits.std().clamp_min(1e-12))
+    logits = logits / spread
     log_t = torch.zeros((), requires_grad=True)
     optimizer = torch.optim.LBFGS([log_t], lr=0.1, max_iter=steps, line_search_fn="strong_wolfe")
 
@@ -84,9 +88,8 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, *, steps: int = 
         return loss
 
     optimizer.step(closure)
-    temperature = float(log_t.detach().exp())
     # A degenerate fit (every row right with certainty: T -> 0) must not break predict.
-    return min(max(temperature, 0.05), 100.0)
+    return min(max(float(log_t.detach().exp()), 0.01), 100.0) * spread
 
 
 def tune_thresholds(probabilities: torch.Tensor, targets: torch.Tensor) -> list[float]:
