@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.cli import main
+from seqcls.model.calibration import CONFIG_KEY
 
 WORDS = ["card", "charge", "parcel", "courier", "crash", "error", "login", "refund", "late"]
 LABELS = ["billing", "shipping"]
@@ -87,7 +88,9 @@ def windows_of(text: str, tokenizer: AutoTokenizer) -> list[list[int]]:
     return [[cls, *tokens[start : start + size], sep] for start in starts]
 
 
-def scores_by_hand(run: Path, texts: list[str], pooling: str) -> list[float]:
+def scores_by_hand(
+    run: Path, texts: list[str], pooling: str, temperature: float = 1.0
+) -> list[float]:
     """Each text's class probabilities (flattened), from the weights of ``last.ckpt``."""
     tokenizer = AutoTokenizer.from_pretrained(run / "model")
     model = AutoModelForSequenceClassification.from_pretrained(run / "model").eval()
@@ -100,7 +103,7 @@ def scores_by_hand(run: Path, texts: list[str], pooling: str) -> list[float]:
                 [model(torch.tensor([window])).logits for window in windows_of(text, tokenizer)]
             )
         pooled = logits.mean(0) if pooling == "mean" else logits.max(0).values
-        scores += pooled.softmax(-1).tolist()
+        scores += (pooled / temperature).softmax(-1).tolist()
     return scores
 
 
@@ -134,7 +137,10 @@ def test_predict_scores_each_document_from_all_its_windows_in_input_order(
     texts = [row["text"] for row in read_rows(work / "dev.csv")]
     assert [row["index"] for row in rows] == [str(i) for i in range(len(texts))]
     written = [float(row[f"score_{name}"]) for row in rows for name in LABELS]
-    assert written == pytest.approx(scores_by_hand(work / "run", texts, pooling), abs=2e-6)
+    # predict divides the pooled logits by the temperature fitted after fit.
+    calibration = json.loads((work / "run" / "model" / "config.json").read_text())[CONFIG_KEY]
+    by_hand = scores_by_hand(work / "run", texts, pooling, calibration["temperature"])
+    assert written == pytest.approx(by_hand, abs=2e-6)
 
 
 def test_validation_metrics_count_each_document_once(work: Path) -> None:
@@ -161,7 +167,8 @@ def test_validation_metrics_count_each_document_once(work: Path) -> None:
     # The fit's last validation scored the same weights the same way.
     fitted = json.loads((work / "run" / "metrics.json").read_text())
     if fitted["best"]["epoch"] == EPOCHS - 1:
-        assert fitted["validation"] == pytest.approx(measured, abs=1e-6)
+        for name in ("accuracy", "macro_f1", "loss"):
+            assert fitted["validation"][name] == pytest.approx(measured[name], abs=1e-6)
 
 
 @pytest.mark.parametrize(
