@@ -2,7 +2,8 @@
 # Set up .venv with the dev tools, then lint, type-check and run the tests.
 # Extra arguments go to pytest:  bash scripts/test.sh -k data -x
 #
-# bash scripts/test.sh --xla  runs only the XLA lane instead: tests/xla on one XLA:CPU device,
+# bash scripts/test.sh --xla  runs only the XLA lane instead: tests/xla on one XLA:CPU device
+# (the TPU rehearsal, scripts/rehearse-tpu.sh, included),
 # in .venv-xla with torch and torch_xla from constraints-xla.txt (about 4 GB, set up on first use).
 # bash scripts/test.sh --cloud  runs only the cloud lane, which the default run ends with:
 # tests/cloud (Google's protos, hadolint, shellcheck) in .venv-cloud with the cloud-lint extra.

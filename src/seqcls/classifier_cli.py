@@ -15,8 +15,15 @@ from seqcls.run.command import RunCLI, run_cli
 
 class SeqclsCLI(RunCLI):
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
-        """The label space the data decides, passed on to the model's head and metrics."""
-        for derived in ["label_names", "problem_type", "metrics", "validation_names"]:
+        """The label space the data decides, passed on to the model's head and metrics, and
+        how evaluation pools a document's windows (``--data.window_stride``)."""
+        for derived in [
+            "label_names",
+            "problem_type",
+            "metrics",
+            "validation_names",
+            "window_pooling",
+        ]:
             parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
 
 

@@ -32,7 +32,7 @@ def gpu_base_torch() -> str:
     )
     assert match, "the gpu target starts from an official pytorch/pytorch CUDA runtime tag"
     version, cuda_major = match.groups()
-    # CUDA 13 builds have no kernels for V100 (sm_70), which the README lists.
+    # CUDA 13 builds have no kernels for V100 (sm_70), which docs/cloud.md lists.
     assert cuda_major == "12"
     assert tuple(map(int, version.split("."))) >= (2, 6)
     return version

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
 from seqcls.cli import main
 
@@ -77,7 +78,22 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
         cwd=work,
     )  # fmt: skip
     assert "Effective batch size 16 = 8 per device x 2 device(s) x 1 node(s)" in output
+    (work / "output.log").write_text(output)
     return work
+
+
+def test_ddp_tokenizes_once_per_node(ddp_run: Path) -> None:
+    """One process per node tokenizes each split into the cache; every rank then reads it."""
+    lines = (ddp_run / "output.log").read_text().splitlines()
+
+    def flags(event: str) -> list[str]:
+        """The split flag of each log line that reports ``event``, from both processes."""
+        return sorted(line.split(": ")[1] for line in lines if f": {event} " in line)
+
+    splits = ["--data.train_file", "--data.validation_file"]
+    assert flags("tokenizing") == splits
+    # Both processes' logs are here: each rank's setup() read both splits from the cache.
+    assert flags("using cached tokens") == sorted(splits * 2)
 
 
 def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run: Path) -> None:
@@ -130,4 +146,41 @@ def test_ddp_predict_writes_one_file_one_row_per_input_in_order(ddp_run: Path) -
     assert [row["label"] for row in two] == [row["label"] for row in one]
     assert [float(row["score"]) for row in two] == pytest.approx(
         [float(row["score"]) for row in one], abs=1e-5
+    )
+
+
+def test_ddp_windows_score_each_document_once_in_input_order(ddp_run: Path) -> None:
+    """Long inputs as windows: whole documents per batch and per process, so metrics and
+    predictions under DDP equal one process's, one row per input."""
+    run = ddp_run / "run"
+    windows = [
+        "--config", str(run / "config.yaml"),
+        "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+        "--data.max_length", "16",
+        "--data.window_stride", "5",
+        "--data.eval_batch_size", "3",
+    ]  # fmt: skip
+    predict_file = first_rows(SAMPLE / "predict.csv", ddp_run / "long.csv", 39)
+    for command, extra in [("validate", []), ("predict", ["--data.predict_file", predict_file])]:
+        seqcls_in_two_processes(
+            command, *windows, *extra,
+            "--trainer.default_root_dir", str(ddp_run / f"windows-{command}-ddp"),
+            cwd=ddp_run,
+        )  # fmt: skip
+        main([
+            command, *windows, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
+            *QUIET, "--trainer.default_root_dir", str(ddp_run / f"windows-{command}-one"),
+        ])  # fmt: skip
+    one = validation_metrics(ddp_run / "windows-validate-one")
+    assert validation_metrics(ddp_run / "windows-validate-ddp") == pytest.approx(one, abs=1e-6)
+    # Most inputs are longer than one window of 14 text tokens.
+    tokenizer = AutoTokenizer.from_pretrained(run / "model")
+    lengths = [len(tokenizer(row["text"])["input_ids"]) for row in read_rows(Path(predict_file))]
+    assert sum(length > 16 for length in lengths) > len(lengths) / 2
+    two = read_rows(ddp_run / "windows-predict-ddp" / "predictions.csv")
+    alone = read_rows(ddp_run / "windows-predict-one" / "predictions.csv")
+    assert [row["index"] for row in two] == [str(i) for i in range(39)]
+    assert [row["label"] for row in two] == [row["label"] for row in alone]
+    assert [float(row["score"]) for row in two] == pytest.approx(
+        [float(row["score"]) for row in alone], abs=1e-5
     )

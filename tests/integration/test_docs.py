@@ -28,6 +28,7 @@ SCRIPTS = {
     "scripts/train-cloud-gpu.sh": "tests/cloud/test_launchers.py",
     "scripts/train-cloud-tpu.sh": "tests/cloud/test_launchers.py",
     "scripts/audit.sh": "tests/project/test_audit.py",
+    "scripts/rehearse-tpu.sh": "tests/xla/test_rehearsal.py",
 }
 # Programs that never run here (no Google credentials, no Docker engine): a command with one
 # must be marked '# needs ...', and is only parsed.

@@ -1,11 +1,13 @@
 """A whole run in a bucket: the real ``seqcls`` command with a gs:// run directory, on an emulator.
 
 Each command runs in its own process, as on a training machine, under a time limit. The
-model comes from the bucket too. Everything is read back from the bucket through gcsfs.
+model and the training and validation files come from the bucket too. Everything is read
+back from the bucket through gcsfs.
 """
 
 import csv
 import io
+import json
 import os
 import re
 import signal
@@ -29,6 +31,7 @@ SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
 BUCKET = "seqcls-run"
 RUN = f"gs://{BUCKET}/run"
+TRAIN, VALIDATION = f"gs://{BUCKET}/data/train.csv", f"gs://{BUCKET}/data/validation.csv"
 STEPS_PER_EPOCH = 4  # 64 examples, batch 16
 TIMEOUT_S = 300
 
@@ -54,8 +57,8 @@ def fit_args(model: str, *extra: str) -> list[str]:
         "--config", str(REPO / "configs/local.yaml"),
         "--model.model_name_or_path", model,
         "--model.learning_rate", "1e-3",
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.train_file", TRAIN,
+        "--data.validation_file", VALIDATION,
         "--data.max_train_samples", "64",
         "--data.batch_size", "16",
         "--trainer.max_epochs", "10",
@@ -76,8 +79,11 @@ def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFil
 
 @pytest.fixture(scope="module")
 def model_url(gcs: fsspec.AbstractFileSystem, tiny_bert: Path) -> str:
+    """The model's URL in the bucket, which also holds the data files every run reads."""
     for file in tiny_bert.iterdir():
         gcs.put_file(str(file), f"{BUCKET}/pretrained/{file.name}")
+    for url in (TRAIN, VALIDATION):
+        gcs.put_file(str(SAMPLE / url.rsplit("/", 1)[1]), url)
     return f"gs://{BUCKET}/pretrained"
 
 
@@ -117,7 +123,10 @@ def test_the_run_directory_is_in_the_bucket(
     for name in ["config.json", "model.safetensors", "tokenizer.json", "README.md"]:
         assert f"model/{name}" in names
     assert any(name.startswith("checkpoints/best-epoch") for name in names)
+    # The training rows were read from the bucket (no local file has these names).
+    assert f"--data.train_file: tokenizing {TRAIN}" in resumed["first"]
     config = gcs.cat_file(f"{BUCKET}/run/config.yaml").decode()
+    assert f"train_file: {TRAIN}" in config
     assert "label_names:\n  - account" in config
     assert "ckpt_path: last" in config  # as given, not the local copy that was loaded
 
@@ -166,6 +175,30 @@ def test_predict_and_validate_read_config_and_checkpoint_from_the_bucket(
     with (SAMPLE / "predict.csv").open(newline="") as stream:
         assert len(rows) == len(list(csv.DictReader(stream)))
     assert {row["label"] for row in rows} <= set(LABELS)
+
+
+def test_validate_with_a_run_directory_in_the_bucket(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str], tmp_path: Path
+) -> None:
+    """``seqcls validate --config RUN_DIR/config.yaml --ckpt_path RUN_DIR/checkpoints/last.ckpt``
+    with RUN_DIR in the bucket: its metrics land in the bucket and match the fit's own last
+    validation of the same weights."""
+    seqcls(
+        "validate", "--config", f"{RUN}/config.yaml",
+        "--ckpt_path", f"{RUN}/checkpoints/last.ckpt",
+        "--trainer.default_root_dir", f"gs://{BUCKET}/validate",
+    )  # fmt: skip
+    gcs.invalidate_cache()
+    metrics = json.loads(gcs.cat_file(f"{BUCKET}/validate/metrics.json"))["validation"]
+    gcs.get(f"{BUCKET}/run/logs/", str(tmp_path), recursive=True)
+    events = EventAccumulator(str(sorted(tmp_path.rglob("events.out.tfevents.*"))[-1]))
+    events.Reload()
+    last = {tag: events.Scalars(f"val/{tag}")[-1] for tag in ("loss", "accuracy")}
+    # The end of the fit's second epoch, whose weights last.ckpt holds (the resumed command
+    # logs its steps one past Lightning's count).
+    assert last["loss"].step == 2 * STEPS_PER_EPOCH
+    assert metrics["loss"] == pytest.approx(last["loss"].value, abs=1e-5)
+    assert metrics["accuracy"] == pytest.approx(last["accuracy"].value, abs=1e-6)
 
 
 def test_the_exported_model_loads_after_download(

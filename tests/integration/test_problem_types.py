@@ -6,7 +6,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+import datasets
 import pytest
+import yaml
 from transformers import pipeline
 
 from seqcls.cli import main
@@ -182,19 +184,79 @@ def test_test_split_without_labels_reports_no_metrics(
     assert not (tmp_path / "test" / "metrics.json").exists()
 
 
-def test_hub_dataset_by_name_config_and_splits(tmp_path: Path, tiny_bert: Path) -> None:
-    # A local folder stands in for a hub repository: load_dataset() reads both the same way.
-    hub = tmp_path / "hub-dataset"
-    hub.mkdir()
-    rows = [{"text": t, "label": TOPICS[i % 3]} for i, t in enumerate(texts(30, 5))]
-    write_jsonl(hub / "train.jsonl", rows[:20])
-    write_jsonl(hub / "test.jsonl", rows[20:])
+# A hub-style dataset with two configurations, its labels stored as class ids with names
+# (a ClassLabel feature) in an order that sorting would not give.
+HUB_TOPICS = ["technical", "billing", "shipping"]
+TOPIC_WORDS = {
+    "technical": ["crash", "error", "login", "screen"],
+    "billing": ["card", "charge", "refund", "invoice"],
+    "shipping": ["parcel", "courier", "late", "tracking"],
+}
+HUB_CARD = """---
+configs:
+- config_name: topics
+  data_files:
+  - split: train
+    path: topics/train.parquet
+  - split: validation
+    path: topics/validation.parquet
+- config_name: urgency
+  data_files:
+  - split: train
+    path: urgency/train.parquet
+  - split: validation
+    path: urgency/validation.parquet
+---
+"""
+
+
+def write_hub_dataset(root: Path) -> Path:
+    """A folder that ``datasets.load_dataset(folder, config)`` reads as a hub repository is read:
+    Parquet files (which carry the features, ClassLabel included) and configs in the card."""
+    rng = random.Random(0)
+
+    def split(names: list[str], count: int) -> datasets.Dataset:
+        labels = [i % len(names) for i in range(count)]
+        words = [TOPIC_WORDS[HUB_TOPICS[label % 3]] for label in labels]
+        features = datasets.Features(
+            {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)}
+        )
+        return datasets.Dataset.from_dict(
+            {
+                "text": [" ".join(rng.choices(w, k=rng.randint(3, 8))) for w in words],
+                "label": labels,
+            },
+            features=features,
+        )
+
+    for config, names in [("topics", HUB_TOPICS), ("urgency", ["low", "high"])]:
+        (root / config).mkdir(parents=True)
+        for name, count in [("train", 96), ("validation", 48)]:
+            split(names, count).to_parquet(root / config / f"{name}.parquet")
+    (root / "README.md").write_text(HUB_CARD)
+    return root
+
+
+def test_hub_dataset_by_name_and_config(tmp_path: Path, tiny_bert: Path) -> None:
+    hub = write_hub_dataset(tmp_path / "hub-dataset")
+    assert datasets.load_dataset(str(hub), "topics", split="train").features["label"].names == (
+        HUB_TOPICS
+    )
     fitted = run(
         tmp_path, tiny_bert, "fit",
         "--data.dataset_name", str(hub),
-        "--data.validation_split", "test",
+        "--data.dataset_config", "topics",
+        "--model.learning_rate", "5e-3",
+        "--trainer.max_epochs", "4",
     )  # fmt: skip
-    assert json.loads((fitted / "metrics.json").read_text())["validation"]["accuracy"] >= 0.0
+    # The class names of the chosen config, in their ids, reach the exported model.
+    config = json.loads((fitted / "model/config.json").read_text())
+    assert config["id2label"] == {str(i): name for i, name in enumerate(HUB_TOPICS)}
+    assert yaml.safe_load((fitted / "config.yaml").read_text())["data"]["label_names"] == HUB_TOPICS
+    # Each topic has its own words: a model that learned from these labels gets them right
+    # (chance is a third; a model trained on shuffled ids would score near it).
+    metrics = json.loads((fitted / "metrics.json").read_text())["validation"]
+    assert metrics["accuracy"] >= 0.9
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,15 @@
 import logging
 import os
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
+import fsspec
 import pytest
 import torch
 from jsonargparse import Namespace
 from lightning_fabric.plugins import TorchCheckpointIO
+from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.hardware import Hardware
@@ -67,6 +71,30 @@ def test_checkpoints_are_written_whole_and_the_resumed_one_is_kept(tmp_path: Pat
     io.remove_checkpoint(other)
     assert kept.is_file()
     assert not other.exists()
+
+
+class LocalOnlyCheckpointIO(TorchCheckpointIO):
+    """Writes as Lightning's XLA writer does: ``torch.save(path)``, which takes no URL."""
+
+    def save_checkpoint(self, checkpoint: dict, path: Any, storage_options: Any = None) -> None:
+        torch.save(checkpoint, path)
+
+
+def test_a_bucket_checkpoint_is_written_locally_then_uploaded_whole(tmp_path: Path) -> None:
+    url = "memory://bucket/run/checkpoints/last.ckpt"
+    io = AtomicCheckpointIO()
+    io.checkpoint_io = LocalOnlyCheckpointIO()
+    io.save_checkpoint(STATE, url)
+    with fsspec.open(url, "rb") as stream:
+        assert torch.load(stream, weights_only=True)["global_step"] == STATE["global_step"]
+    fs = fsspec.filesystem("memory")
+    assert fs.ls("/bucket/run/checkpoints", detail=False) == ["/bucket/run/checkpoints/last.ckpt"]
+    # Removed by global rank 0 only: every other process shares the same object.
+    with patch.object(rank_zero_only, "rank", 1):
+        io.remove_checkpoint(url)
+    assert fs.exists(url)
+    io.remove_checkpoint(url)
+    assert not fs.exists(url)
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ The accelerator below is Lightning's own XLA accelerator minus that count. One d
 two or more XLA:CPU devices hang in collectives, so the 8-core path needs a real TPU.
 """
 
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,116 @@ def one_device_trainer(steps: int, callbacks: list[pl.Callback], root: str | Pat
         callbacks=callbacks,
         default_root_dir=root,
     )
+
+
+class RehearsalProbe(pl.Callback):
+    """What a rehearsal reports, measured inside the training process without adding a sync.
+
+    Compilations and host syncs are torch_xla's counters, read on the host. A training step
+    is counted from its start to the next one's (or to the validation or end that follows),
+    so what Lightning and every callback do after the step (logging, checkpoint timer) is
+    part of it. Warm-up is each process's first ``warm_up`` steps, its first validation pass
+    and the first step after it, which compile the run's graphs; a compilation after that is
+    a recompilation. A host sync in a logging step (every ``log_every_n_steps``) is the
+    logger's and is counted apart. Padding
+    efficiency is the share of real tokens among the positions computed, from the attention
+    masks of the steps trained, read once at the end. The counts go to ``report`` (a
+    folder), one JSON file per process.
+    """
+
+    def __init__(self, report: str, warm_up: int = 2) -> None:
+        self.report = report
+        self.warm_up = warm_up
+        self.steps = 0
+        self.validations = 0
+        self.recompiles: list[str] = []
+        self.steady_steps = 0
+        self.steady_syncs: list[int] = []
+        self.logging_syncs: list[int] = []
+        self.masks: list[torch.Tensor] = []
+        self._open: tuple[int, int, int] | None = None  # step, compiles, syncs at its start
+        self._log_every = 1
+        # The first step after a validation also resets the epoch's logged aggregates: one
+        # graph of its own, compiled at its first occurrence (warm-up) and reused after.
+        self._after_validation = False
+        self._seen_after_validation = False
+        self._first_after_validation = False
+
+    @staticmethod
+    def _counts() -> tuple[int, int]:
+        import torch_xla.debug.metrics as met
+
+        compile_time = met.metric_data("CompileTime")
+        return (compile_time[0] if compile_time else 0), met.counter_value(HOST_SYNC) or 0
+
+    def _close_step(self) -> None:
+        if self._open is None:
+            return
+        step, compiles, syncs = self._open
+        self._open = None
+        if self.steps <= self.warm_up:
+            return
+        now_compiles, now_syncs = self._counts()
+        if self._first_after_validation:
+            return
+        self.steady_steps += 1
+        if now_compiles > compiles:
+            self.recompiles.append(f"training step {step}: {now_compiles - compiles}")
+        if now_syncs > syncs:
+            # The logger reads the logged values back every log_every_n_steps: expected.
+            logging = step % self._log_every == 0
+            (self.logging_syncs if logging else self.steady_syncs).append(step)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self._close_step()
+        self._log_every = int(getattr(trainer, "log_every_n_steps", 1))
+        self._first_after_validation = self._after_validation and not self._seen_after_validation
+        self._seen_after_validation |= self._after_validation
+        self._after_validation = False
+        self._open = (trainer.global_step + 1, *self._counts())
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, _: int
+    ) -> None:
+        self.steps += 1
+        print(f"rehearsal: step {trainer.global_step}", flush=True)  # for the driver's SIGTERM
+        if isinstance(batch, Mapping) and "attention_mask" in batch:
+            self.masks.append(batch["attention_mask"])  # a reference: nothing is read yet
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._close_step()
+        self._validation_compiles = self._counts()[0]
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._after_validation = True
+        self.validations += 1
+        compiles = self._counts()[0] - self._validation_compiles
+        if self.validations > 1 and compiles:
+            self.recompiles.append(f"validation {self.validations}: {compiles}")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._close_step()
+        self.write()
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        self._open = None  # the stop's own checkpoint is not a training step
+        self.write()
+
+    def write(self) -> None:
+        real = sum(int(mask.sum().item()) for mask in self.masks)
+        computed = sum(mask.numel() for mask in self.masks)
+        counts = {
+            "steps": self.steps,
+            "recompiles": self.recompiles,
+            "steady_steps": self.steady_steps,
+            "steady_steps_with_host_sync": self.steady_syncs,
+            "logging_steps_with_host_sync": self.logging_syncs,
+            "real_tokens": real,
+            "computed_tokens": computed,
+        }
+        Path(self.report).mkdir(parents=True, exist_ok=True)
+        Path(self.report, f"{os.getpid()}.json").write_text(json.dumps(counts))

@@ -93,6 +93,15 @@ def download_file(url: str, target: Path) -> Path:
     return target
 
 
+def upload_file(local: Path, url: str) -> None:
+    """Copy the file ``local`` to ``url`` in one upload: a GCS object appears only when its
+    upload completes, and replaces the previous one in one step."""
+    fs, fs_path = _fs(url)
+    if isinstance(fs, LocalFileSystem):
+        fs.makedirs(fs._parent(fs_path), exist_ok=True)
+    fs.put_file(str(local), fs_path)
+
+
 def upload_dir(local: Path, url: str, *, skip: dict[str, tuple[int, int]] | None = None) -> int:
     """Copy every file under ``local`` to the same relative path under ``url``.
 

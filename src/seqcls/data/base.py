@@ -87,7 +87,20 @@ class TextDataModule(pl.LightningDataModule):
             group_by_length=grouped,
             seed=self.seed,
             trainer=self.trainer,
+            resume=self._resume_point,
         )
+
+    def _resume_point(self) -> tuple[int, int] | None:
+        """(epoch, batches already trained in it) when Lightning resumes a run mid-epoch.
+
+        Lightning counts the epoch's batches on from the last one trained; the loader's
+        sampler asks this when the epoch starts, after the loops are restored, and skips them.
+        """
+        loop = getattr(self.trainer, "fit_loop", None)
+        if loop is None or not loop.restarting:
+            return None
+        trained = loop.epoch_loop.batch_progress.current.processed
+        return loop.epoch_progress.current.processed, trained
 
     def _eval_loader(self, rows: datasets.Dataset, collate: Collate) -> DataLoader:
         return eval_loader(

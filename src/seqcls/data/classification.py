@@ -25,6 +25,13 @@ from seqcls.data.loaders import (
 from seqcls.data.metric_names import direction, metric_names
 from seqcls.data.selection import Subset, hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources, read_label_space
+from seqcls.data.windows import (
+    DocumentWindows,
+    WindowPooling,
+    check_windows,
+    flatten_windows,
+    overlap,
+)
 
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
     "fit": ("train", "validation"),
@@ -58,6 +65,8 @@ class TextClassificationDataModule(TextDataModule):
         validation_fraction: float = 0.1,
         tokenizer_name_or_path: str | None = None,
         max_length: int = 128,
+        window_stride: int | None = None,
+        window_pooling: WindowPooling | None = None,
         padding: Padding | None = None,
         drop_last: bool | None = None,
         group_by_length: bool = False,
@@ -108,7 +117,17 @@ class TextClassificationDataModule(TextDataModule):
             validation_fraction: Share of training rows held out (seeded, stratified by
                 class) when there is no validation set.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
-            max_length: Longest input in tokens; longer inputs are truncated.
+            max_length: Longest input in tokens; longer inputs are truncated (or, with
+                ``window_stride``, read as several windows of this length).
+            window_stride: Read an input longer than ``max_length`` as overlapping windows of
+                ``max_length`` tokens, their starts this many tokens apart (smaller: more
+                overlap, more windows). Training sees every window with its document's
+                label; validation, test and predict score each document once from all its
+                windows (``window_pooling``), so metrics and predictions stay one per input.
+                Evaluation batches then hold ``eval_batch_size`` documents. Single texts
+                only. Unset: longer inputs are truncated.
+            window_pooling: How a document's window logits become its score with
+                ``window_stride``: ``mean`` (the default) or ``max``.
             padding: ``longest`` pads each batch to its longest input (rounded up to a
                 multiple of 8); ``max_length`` pads every batch to ``max_length``;
                 ``buckets`` pads each batch to the shortest of ``length_buckets`` that holds
@@ -178,6 +197,12 @@ class TextClassificationDataModule(TextDataModule):
         self.padding, self.drop_last = padding, drop_last
         self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
         check_buckets(length_buckets, max_length)
+        check_windows(
+            window_stride, window_pooling, max_length=max_length, text_pair_column=text_pair_column
+        )
+        self.window_stride = window_stride
+        # Linked to the model, which pools each document's windows when this is set.
+        self.window_pooling = (window_pooling or "mean") if window_stride is not None else None
         self.length_buckets, self.sub_batches = length_buckets, sub_batches
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.output_format = output_format
@@ -267,6 +292,8 @@ class TextClassificationDataModule(TextDataModule):
                     max_samples=self.max_train_samples,
                     seed=self.seed,
                 )
+            if self.window_stride is not None:
+                train = flatten_windows(train)
             self.splits["train"] = [train]
             self._show_examples(train)
 
@@ -295,7 +322,7 @@ class TextClassificationDataModule(TextDataModule):
         padding = resolve_padding(self.padding, self.trainer)
         # Evaluation batches are never grouped: their rows come in file order.
         grouped = self.group_by_length and training
-        return collator(
+        collate = collator(
             self.tokenizer,
             padding,
             self.max_length,
@@ -305,6 +332,8 @@ class TextClassificationDataModule(TextDataModule):
                 self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
             ),
         )
+        # Training rows are single windows; evaluation rows are documents of several.
+        return DocumentWindows(collate) if self.window_stride and not training else collate
 
     def _subset(self, split: Split) -> Subset | None:
         """The training rows to tokenize, when fewer than all: the rest are never tokenized.
@@ -329,7 +358,10 @@ class TextClassificationDataModule(TextDataModule):
             labels=self.label_space if labelled else None,
             max_length=self.max_length,
             subset=subset,
+            window_stride=self.window_stride,
         )
+        if self.window_stride is not None:
+            overlap(self.window_stride, self.max_length, self.tokenizer)  # fails before reading
         return load_encoded(
             source,
             tokenizer=self.tokenizer,

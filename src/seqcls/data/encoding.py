@@ -20,6 +20,7 @@ from seqcls.data.labels import LabelSpace, Target, encode_labels, is_unlabelled,
 from seqcls.data.selection import Subset
 from seqcls.data.sources import Source
 from seqcls.data.tables import column_values, require_columns
+from seqcls.data.windows import group_windows, overlap
 from seqcls.errors import ConfigurationError, unloadable
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class EncodingSpec:
     max_length: int
     # Training rows chosen before tokenizing (--data.train_fraction, --data.max_train_samples).
     subset: Subset | None = None
+    # Tokens between window starts (--data.window_stride): each row holds all its windows.
+    window_stride: int | None = None
 
 
 def load_tokenizer(name_or_path: str | None) -> PreTrainedTokenizerBase:
@@ -175,10 +178,24 @@ def encode_table(
         pairs = (
             texts_of(batch, spec.text_pair_column, indices, path) if spec.text_pair_column else None
         )
-        # longest_first trims the longer text of a pair first, as run_glue does.
-        features = dict(
-            tokenizer(texts, pairs, truncation="longest_first", max_length=spec.max_length)
-        )
+        if spec.window_stride is not None:
+            features = group_windows(
+                dict(
+                    tokenizer(
+                        texts,
+                        truncation=True,
+                        max_length=spec.max_length,
+                        stride=overlap(spec.window_stride, spec.max_length, tokenizer),
+                        return_overflowing_tokens=True,
+                    )
+                ),
+                len(texts),
+            )
+        else:
+            # longest_first trims the longer text of a pair first, as run_glue does.
+            features = dict(
+                tokenizer(texts, pairs, truncation="longest_first", max_length=spec.max_length)
+            )
         features[INDEX] = indices
         if targets is not None:
             features[LABELS] = [targets[row] for row in indices]

@@ -6,20 +6,22 @@ batch removes most of it, while the order stays random enough for SGD: each epoc
 new permutation, sorts it by length within large megabatches (ties stay in random order),
 cuts batches, and shuffles the order of the batches.
 
-The sampler is a ``DistributedSampler``, so Lightning keeps it under DDP (it replaces any
-other sampler with its own, which would undo the grouping) and calls ``set_epoch`` on it.
+The sampler is an ``EpochOrder`` (a ``DistributedSampler``), so Lightning keeps it under DDP
+(it replaces any other sampler with its own, which would undo the grouping) and calls
+``set_epoch`` on it, and a run resumed mid-epoch continues the epoch's batches where it stopped.
 Every rank draws the same global order from the same seed and takes its own slice of each
 global batch: disjoint shards of equal length, and in each step every rank gets inputs of
 similar length, so no rank waits for a long batch on another.
 """
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import datasets
 import pyarrow.compute as pc
 import torch
-from torch.utils.data import DistributedSampler
+
+from seqcls.data.order import EpochOrder
 
 # Rows sorted together, in batches. Larger megabatches group more tightly (on SST-2 at batch
 # 32: 93% real tokens with 50 batches, as the HF Trainer uses, 96% with 256), smaller ones mix
@@ -33,7 +35,7 @@ def token_lengths(rows: datasets.Dataset) -> list[int]:
     return pc.list_value_length(column).to_pylist()
 
 
-class LengthGroupedSampler(DistributedSampler):
+class LengthGroupedSampler(EpochOrder):
     """Row indices in length-grouped batches of ``batch_size``; this rank's share only.
 
     Args:
@@ -59,24 +61,10 @@ class LengthGroupedSampler(DistributedSampler):
         drop_last: bool = False,
     ) -> None:
         super().__init__(
-            range(len(lengths)),  # type: ignore[arg-type]  # only its length is used
-            num_replicas=num_replicas,
-            rank=rank,
-            shuffle=True,
-            seed=seed,
-            drop_last=drop_last,
+            len(lengths), num_replicas=num_replicas, rank=rank, seed=seed, drop_last=drop_last
         )
         self.lengths = torch.as_tensor(lengths)
         self.batch_size = batch_size
-        self._epoch_used = -1
-
-    def __iter__(self) -> Iterator[int]:
-        # Lightning calls set_epoch before each epoch; a second pass without it (a plain
-        # DataLoader iterated twice) gets a new order too, as a RandomSampler would.
-        if self.epoch == self._epoch_used:
-            self.epoch += 1
-        self._epoch_used = self.epoch
-        return iter(self.shard(self.epoch))
 
     def __len__(self) -> int:
         rows, step = len(self.lengths), self.batch_size * self.num_replicas

@@ -1,10 +1,12 @@
 """Batches from tokenized rows: padding, last-batch and sharding rules per accelerator.
 
-On CPU and GPU each batch is padded to its longest input; training batches may group inputs
-of similar length (``samplers.py``), and on a CPU each batch runs as a few length-sorted
-pieces (``sub_batches.py``). On XLA (TPU) every new shape compiles a new graph, so
-batches are padded to ``max_length`` and the last incomplete training batch is dropped; or,
-with ``buckets``, to the shortest of a few fixed lengths that fits, one graph per length.
+Training rows come in an order fixed by the seed and the epoch (``order.py``), so a resumed
+run sees the batches an uninterrupted one would. On CPU and GPU each batch is padded to its
+longest input; training batches may group inputs of similar length (``length_grouping.py``),
+and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``). On XLA
+(TPU) every new shape compiles a new graph, so batches are padded to ``max_length`` and the
+last incomplete training batch is dropped; or, with ``buckets``, to the shortest of a few
+fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
 """
@@ -14,11 +16,13 @@ from typing import Any, Literal
 
 import datasets
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.overrides.distributed import UnrepeatedDistributedSampler
 from torch.utils.data import DataLoader
 from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.data.length_grouping import LengthGroupedSampler, token_lengths
+from seqcls.data.order import EpochOrder
 from seqcls.data.sub_batches import SubBatches
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
@@ -137,30 +141,50 @@ def train_loader(
     group_by_length: bool,
     seed: int,
     trainer: pl.Trainer | None,
+    resume: Callable[[], tuple[int, int] | None] | None = None,
 ) -> DataLoader:
-    sampler = None
-    if group_by_length:
-        # A DistributedSampler itself, so Lightning keeps it under DDP instead of replacing it.
-        sampler = LengthGroupedSampler(
+    """The training loader; ``resume()`` says (epoch, batches trained in it) for a resumed run."""
+    # A DistributedSampler either way, so Lightning keeps it under DDP instead of replacing it.
+    world = trainer.world_size if trainer is not None else 1
+    rank = trainer.global_rank if trainer is not None else 0
+    sampler = (
+        LengthGroupedSampler(
             token_lengths(rows),
             batch_size,
-            num_replicas=trainer.world_size if trainer is not None else 1,
-            rank=trainer.global_rank if trainer is not None else 0,
+            num_replicas=world,
+            rank=rank,
             seed=seed,
             drop_last=drop_last,
         )
-    # Otherwise Lightning swaps the shuffling sampler for a DistributedSampler under DDP.
+        if group_by_length
+        else EpochOrder(len(rows), num_replicas=world, rank=rank, seed=seed)
+    )
+    if resume is not None:
+        point = resume
+
+        def rows_trained() -> tuple[int, int] | None:
+            where = point()
+            return None if where is None else (where[0], where[1] * batch_size)
+
+        sampler.resume_from(rows_trained)
     return DataLoader(
         rows,
         batch_size=batch_size,
-        shuffle=sampler is None,
         sampler=sampler,
         drop_last=drop_last,
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=on_cuda(trainer),
+        generator=own_generator(seed),
     )
+
+
+def own_generator(seed: int) -> torch.Generator:
+    """A generator for a loader's worker seeds, which would otherwise come from the global
+    random state: drawn after a checkpoint is saved, they would shift the dropout draws of
+    the steps after it, and a resumed run would no longer repeat them (``run/random_state.py``)."""
+    return torch.Generator().manual_seed(seed)
 
 
 def eval_loader(
@@ -190,4 +214,5 @@ def eval_loader(
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=on_cuda(trainer),
+        generator=own_generator(0),
     )

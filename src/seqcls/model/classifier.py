@@ -1,5 +1,6 @@
 """SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytorch_lightning as pl
@@ -7,11 +8,13 @@ import torch
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
 from transformers import AutoModelForSequenceClassification
+from transformers.loss.loss_utils import ForSequenceClassificationLoss
 
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.labels import LabelSpace, ProblemType
 from seqcls.data.metric_names import metric_names
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
+from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration
@@ -20,6 +23,16 @@ from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
 from seqcls.model.xla_attention import use_device_side_attention_mask
+
+
+@dataclass(frozen=True)
+class ScoredRows:
+    """The rows a forward pass scored: their input indices, logits, labels and mean loss."""
+
+    index: torch.Tensor
+    logits: torch.Tensor
+    labels: torch.Tensor | None
+    loss: torch.Tensor | None
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -38,6 +51,7 @@ class SequenceClassifier(pl.LightningModule):
         gradient_checkpointing: bool = False,
         compile: bool = False,
         last_layer_first_token_only: bool | None = None,
+        window_pooling: WindowPooling | None = None,
     ) -> None:
         """A pretrained encoder with a fresh classification or regression head.
 
@@ -69,6 +83,8 @@ class SequenceClassifier(pl.LightningModule):
                 only, the one the classification head reads: the same loss and gradients with
                 about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
                 RoBERTa, ELECTRA and DeBERTa families, off for other architectures.
+            window_pooling: Filled in from the data (``--data.window_stride``): evaluation
+                and prediction pool each document's window logits this way. None: no windows.
         """
         super().__init__()
         if not label_names:
@@ -80,6 +96,7 @@ class SequenceClassifier(pl.LightningModule):
         self.labels = LabelSpace(problem_type, tuple(label_names))
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
+        self.window_pooling = window_pooling
         # What predict applies on top of the logits: set after fit, or read from the run's
         # exported model (see run/report.py); none until then.
         self.calibration: Calibration | None = None
@@ -142,9 +159,11 @@ class SequenceClassifier(pl.LightningModule):
         return self._evaluate(batch, self.test_metrics, self.test_loss)
 
     def predict_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
-        pieces = pieces_of(batch)
-        scores = [self.scores(self(piece).logits) for piece in pieces]
-        return {INDEX: torch.cat([piece[INDEX] for piece in pieces]), "scores": torch.cat(scores)}
+        scored = self._score_rows(batch)
+        return {
+            INDEX: torch.cat([rows.index for rows in scored]),
+            "scores": torch.cat([self.scores(rows.logits) for rows in scored]),
+        }
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
@@ -171,24 +190,46 @@ class SequenceClassifier(pl.LightningModule):
         """Update the metrics; return each row's index, logits and target for the report."""
         rows = 0
         outputs: list[dict[str, torch.Tensor]] = []
-        for piece in pieces_of(batch):
-            output = self(piece)
-            labels = piece[LABELS]
-            scores = self.scores(output.logits)
+        for scored in self._score_rows(batch):
+            target = cast(torch.Tensor, scored.labels)  # evaluated splits have labels
+            labels = target
+            scores = self.scores(scored.logits)
             if self.labels.problem_type == "single_label_classification":
                 scores = scores.argmax(dim=-1)
             elif self.labels.problem_type == "multi_label_classification":
                 labels = labels.int()
             metrics.update(scores, labels)
-            loss.update(output.loss, weight=len(labels))
+            loss.update(cast(torch.Tensor, scored.loss), weight=len(labels))
             rows += len(labels)
-            logits = output.logits.detach().float()
-            outputs.append({INDEX: piece[INDEX], "logits": logits, LABELS: piece[LABELS]})
+            logits = scored.logits.detach().float()
+            outputs.append({INDEX: scored.index, "logits": logits, LABELS: target})
         prefix = metrics.prefix or ""
         log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
         self.log(f"{prefix}loss", loss, **log_options)
         self.log_dict(metrics, prog_bar=True, **log_options)
         return {key: torch.cat([output[key] for output in outputs]) for key in outputs[0]}
+
+    def _score_rows(self, batch: BatchOrPieces) -> list[ScoredRows]:
+        """Logits (and loss, where labelled) per piece of the batch; with windows, one entry
+        for the whole batch with a row per document, its windows' logits pooled."""
+        pieces = pieces_of(batch)
+        outputs = [self(piece) for piece in pieces]
+        if self.window_pooling is None:
+            return [
+                ScoredRows(piece[INDEX], output.logits, piece.get(LABELS), output.loss)
+                for piece, output in zip(pieces, outputs, strict=True)
+            ]
+        labels = [piece[LABELS] for piece in pieces if LABELS in piece]
+        index, logits, document_labels = pool_windows(
+            torch.cat([piece[INDEX] for piece in pieces]),
+            torch.cat([output.logits for output in outputs]),
+            torch.cat(labels) if labels else None,
+            self.window_pooling,
+        )
+        loss = None
+        if document_labels is not None:
+            loss = ForSequenceClassificationLoss(document_labels, logits, self.model.config)
+        return [ScoredRows(index, logits, document_labels, loss)]
 
     def configure_optimizers(self) -> Any:
         return adamw_with_warmup(self, self.learning_rate, self.weight_decay, self.warmup_ratio)

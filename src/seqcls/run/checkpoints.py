@@ -2,7 +2,10 @@
 
 import logging
 import os
+import posixpath
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -13,8 +16,9 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 # Lightning's base for a CheckpointIO that wraps the strategy's own (XLA's on a TPU).
 from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 from pytorch_lightning.utilities.exceptions import SIGTERMException
+from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
-from seqcls.cloud.storage import is_remote
+from seqcls.cloud.storage import is_remote, upload_file
 from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -46,7 +50,8 @@ class LastCheckpoint(ModelCheckpoint):
             every_n_steps: Also save ``last.ckpt`` every this many optimizer steps, so a
                 preempted run loses at most that many. Off (None) by default on CPU.
             every_minutes: Also save ``last.ckpt`` after this many minutes of training since
-                the last save. Off (None) by default on CPU.
+                the last save (checked every few steps, so it may come a little later). Off
+                (None) by default on CPU.
         """
         for flag, value in [("every_n_steps", every_n_steps), ("every_minutes", every_minutes)]:
             if value is not None and value <= 0:
@@ -64,7 +69,13 @@ class LastCheckpoint(ModelCheckpoint):
         )
         self.every_n_steps = every_n_steps
         self.every_minutes = every_minutes
-        self._saved_at = time.monotonic()
+        self._clock = time.monotonic
+        self._timer = _ClockChecks(self._clock())
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        log_every = getattr(trainer, "log_every_n_steps", 1)  # set by Lightning at init
+        self._timer = _ClockChecks(self._clock(), trainer.global_step, log_every)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any, **kwargs: Any
@@ -72,14 +83,30 @@ class LastCheckpoint(ModelCheckpoint):
         super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
         if self._should_skip_saving_checkpoint(trainer):
             return
+        step = trainer.global_step
         steps = self.every_n_steps
-        due = steps is not None and trainer.global_step % steps == 0
-        if self.every_minutes is not None:
-            elapsed = time.monotonic() - self._saved_at >= 60 * self.every_minutes
-            # Clocks differ between processes; all of them must save together (it is collective).
-            due = due or bool(trainer.strategy.broadcast(elapsed))
+        due = steps is not None and step % steps == 0
+        if self.every_minutes is not None and step >= self._timer.next_check:
+            due = self._minutes_up(trainer, step) or due
         if due:
             self.save_now(trainer)
+
+    def _minutes_up(self, trainer: pl.Trainer, step: int) -> bool:
+        """Whether ``every_minutes`` have passed since the last save, by global rank 0's clock.
+
+        Saving is collective, so every process must decide alike, and clocks differ between
+        processes: rank 0 decides and broadcasts. A broadcast waits on every device (on XLA a
+        host sync that stalls the step), so it happens only at check steps that all processes
+        know in advance: rank 0 spaces them by its measured step time to about a twentieth of
+        ``every_minutes``, on multiples of ``log_every_n_steps``, where the logger already reads
+        values back. Every other step reads no clock and syncs nothing.
+        """
+        now = self._clock()
+        period = 60 * (self.every_minutes or 0)
+        decision = (now - self._timer.saved_at >= period, self._timer.next_after(step, now, period))
+        due, self._timer.next_check = trainer.strategy.broadcast(decision)
+        self._timer.checked(step, now)
+        return bool(due)
 
     def on_exception(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
@@ -92,7 +119,7 @@ class LastCheckpoint(ModelCheckpoint):
 
     def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
         super()._save_checkpoint(trainer, filepath)
-        self._saved_at = time.monotonic()
+        self._timer.saved_at = self._clock()
 
     def save_now(self, trainer: pl.Trainer) -> None:
         """Overwrite ``last.ckpt`` with the current state."""
@@ -100,15 +127,42 @@ class LastCheckpoint(ModelCheckpoint):
         self._save_checkpoint(trainer, path)
 
 
+class _ClockChecks:
+    """When ``LastCheckpoint`` next reads the clock, and what it read last (on each process)."""
+
+    def __init__(self, now: float, step: int = 0, align: int = 1) -> None:
+        self.saved_at = now
+        self.align = max(1, align)
+        self.next_check = self._aligned(step + 1)
+        self._checked_at, self._checked_step = now, step
+
+    def next_after(self, step: int, now: float, period: float) -> int:
+        """The check step after ``step``, about ``period / 20`` seconds of training later."""
+        seconds_per_step = (now - self._checked_at) / max(1, step - self._checked_step)
+        steps = int(period / 20 / seconds_per_step) if seconds_per_step > 0 else self.align
+        return self._aligned(step + max(1, steps))
+
+    def checked(self, step: int, now: float) -> None:
+        self._checked_at, self._checked_step = now, step
+
+    def _aligned(self, step: int) -> int:
+        return -(-step // self.align) * self.align
+
+
 class AtomicCheckpointIO(_WrappingCheckpointIO):
     """Checkpoint files written whole or not at all, and the one a run resumed from kept.
 
     A local checkpoint is written under a temporary name (``*.ckpt.partial``, which no
     search for checkpoints matches), flushed to disk, then renamed into place: a reader sees
-    the old file or the new one, never a part, even if the process is killed mid-write. On
-    GCS an object only appears when its upload completes, and a rewrite replaces it in one
-    step, so the final name is written directly; GCS has no rename (a move copies the whole
-    object again), so a temporary object would add a copy and no safety.
+    the old file or the new one, never a part, even if the process is killed mid-write.
+
+    A remote one (``gs://``) is written by the strategy's own writer to a local temporary
+    file, then uploaded through fsspec in one piece: a GCS object only appears when its
+    upload completes, and a rewrite replaces it in one step. The strategy's writer never sees
+    the URL, which matters on XLA: Lightning's XLA writer ends in ``torch.save(url)``, which
+    cannot write to a bucket, so a TPU job would die at its first checkpoint. Lightning calls
+    this from global rank 0 only; removing a remote file is left to global rank 0 too, where
+    XLA would otherwise have each host's first process delete the same object.
 
     ``keep`` is the checkpoint the run resumed from. Top-k pruning would delete it once a
     better one is saved; it stays, so a crash before the next save can still resume from it.
@@ -123,7 +177,10 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     ) -> None:
         target = str(path)
         if is_remote(target):
-            self._base().save_checkpoint(checkpoint, target, storage_options)
+            with tempfile.TemporaryDirectory(prefix="seqcls-ckpt-") as folder:
+                local = Path(folder) / posixpath.basename(target)
+                self._base().save_checkpoint(checkpoint, local, storage_options)
+                upload_file(local, target)
             return
         partial = f"{target}.partial"
         self._base().save_checkpoint(checkpoint, partial, storage_options)
@@ -135,6 +192,8 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
         if self.keep is not None and _same_file(str(path), self.keep):
             log.info("Keeping %s: this run resumed from it", path)
             return
+        if is_remote(str(path)) and getattr(rank_zero_only, "rank", 0) != 0:
+            return  # one shared object: global rank 0 removes it
         self._base().remove_checkpoint(path)
 
     def load_checkpoint(self, *args: Any, **kwargs: Any) -> dict[str, Any]:

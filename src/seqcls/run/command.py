@@ -39,6 +39,7 @@ from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.random_state import RandomState
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
@@ -154,6 +155,7 @@ class RunCLI(LightningCLI):
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            RandomState(),
             ValidateFinalWeights(),
         ]
         if config["logger"] is not False:

@@ -38,7 +38,8 @@ from seqcls.model.calibration import (
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
 from seqcls.run.outputs import METRICS_FILE, gather_in_input_order, split_name
-from seqcls.run.report_files import Rows, Texts, figure_pixels, write_report
+from seqcls.run.report_files import Rows, Texts, write_report
+from seqcls.run.report_pictures import figure_pixels
 
 log = logging.getLogger(__name__)
 REPORT_DIR = "report"

@@ -7,8 +7,7 @@
   each label's decision threshold) and ``most_wrong.csv``;
 - regression: ``scatter.png`` and ``worst_residuals.csv``.
 
-Metrics come from torchmetrics; pictures are drawn with matplotlib's Agg canvas (no display,
-no pyplot state). matplotlib is imported when a picture is drawn: it takes a second or more.
+Metrics come from torchmetrics; the pictures from ``run/report_pictures.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import torch
 from torchmetrics.functional.classification import (
     multiclass_confusion_matrix,
@@ -35,7 +33,7 @@ from torchmetrics.functional.classification import (
 )
 
 from seqcls.data.labels import LabelSpace
-from seqcls.model.calibration import ECE_BINS
+from seqcls.run import report_pictures as pictures
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -71,10 +69,8 @@ def write_report(
         figures = _multi_label(folder, space, rows, texts, thresholds)
     else:
         figures = _single_label(folder, space, rows, texts, temperature)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     for name, figure in figures.items():
-        FigureCanvasAgg(figure).print_png(folder / f"{name}.png")
+        pictures.save_png(figure, folder / f"{name}.png")
     return figures
 
 
@@ -115,8 +111,8 @@ def _single_label(
     )
     matrix = multiclass_confusion_matrix(predicted, gold, n)
     return {
-        "confusion_matrix": _confusion_figure(matrix, space.names),
-        "reliability": _reliability_figure(rows.logits, gold, temperature),
+        "confusion_matrix": pictures.confusion(matrix, space.names),
+        "reliability": pictures.reliability(rows.logits, gold, temperature),
     }
 
 
@@ -155,13 +151,7 @@ def _multi_label(
         fields=["index", "text", "gold", "predicted", "confidence"],
     )
     matrices = multilabel_confusion_matrix(predicted, gold, n)
-    figure = _figure(figsize=(2.6 * n, 2.8))
-    for axes, matrix, name in zip(
-        figure.subplots(1, n, squeeze=False)[0], matrices, space.names, strict=True
-    ):
-        _draw_matrix(axes, matrix, ["no", "yes"])
-        axes.set_title(name)
-    return {"confusion_matrix": figure}
+    return {"confusion_matrix": pictures.per_label_confusion(matrices, space.names)}
 
 
 def _regression(folder: Path, rows: Rows, texts: Texts) -> dict[str, Figure]:
@@ -182,14 +172,7 @@ def _regression(folder: Path, rows: Rows, texts: Texts) -> dict[str, Figure]:
         ],
         fields=["index", "text", "gold", "predicted", "residual"],
     )
-    figure = _figure(figsize=(5, 5))
-    axes = figure.subplots()
-    axes.scatter(gold.numpy(), predicted.numpy(), s=8, alpha=0.6)
-    low, high = float(min(gold.min(), predicted.min())), float(max(gold.max(), predicted.max()))
-    axes.plot([low, high], [low, high], color="grey", linewidth=1, label="predicted = gold")
-    axes.set(xlabel="gold", ylabel="predicted", title="Predicted against gold")
-    axes.legend(loc="upper left")
-    return {"scatter": figure}
+    return {"scatter": pictures.scatter(gold, predicted)}
 
 
 def _per_class_table(
@@ -215,73 +198,8 @@ def _per_class_table(
     ]
 
 
-def _confusion_figure(matrix: torch.Tensor, names: Sequence[str]) -> Figure:
-    size = 2.5 + 0.5 * len(names)
-    figure = _figure(figsize=(size, size))
-    _draw_matrix(figure.subplots(), matrix, names)
-    return figure
-
-
-def _draw_matrix(axes: Any, matrix: torch.Tensor, names: Sequence[str]) -> None:
-    counts = matrix.numpy()
-    axes.imshow(counts, cmap="Blues")
-    ticks = range(len(names))
-    axes.set_xticks(ticks, names, rotation=45, ha="right")
-    axes.set_yticks(ticks, names)
-    axes.set(xlabel="predicted", ylabel="gold")
-    middle = counts.max() / 2
-    for (gold, predicted), count in ((key, int(v)) for key, v in _cells(counts)):
-        colour = "white" if count > middle else "black"
-        axes.text(predicted, gold, count, ha="center", va="center", color=colour)
-
-
-def _cells(counts: Any) -> list[tuple[tuple[int, int], Any]]:
-    return [((g, p), counts[g, p]) for g in range(counts.shape[0]) for p in range(counts.shape[1])]
-
-
-def _reliability_figure(logits: torch.Tensor, gold: torch.Tensor, temperature: float) -> Figure:
-    """Accuracy against confidence in the ECE's bins; a calibrated model follows the diagonal.
-
-    With a temperature, the network's own curve and the calibrated one.
-    """
-    figure = _figure(figsize=(5, 5))
-    axes = figure.subplots()
-    axes.plot([0, 1], [0, 1], color="grey", linewidth=1, label="calibrated ideal")
-    curves = {"model": 1.0}
-    if temperature != 1.0:
-        curves = {"network": 1.0, f"temperature {temperature:.3g}": temperature}
-    edges = torch.linspace(0, 1, ECE_BINS + 1)
-    for label, t in curves.items():
-        confidence, predicted = (logits / t).softmax(-1).max(-1)
-        correct = (predicted == gold).float()
-        bins = torch.bucketize(confidence, edges[1:-1], right=True)
-        filled = [b for b in range(ECE_BINS) if (bins == b).any()]
-        x = [float(confidence[bins == b].mean()) for b in filled]
-        y = [float(correct[bins == b].mean()) for b in filled]
-        axes.plot(x, y, marker="o", label=label)
-    axes.set(xlabel="confidence (mean in bin)", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1.05))
-    axes.set_title(f"Reliability ({ECE_BINS} bins)")
-    axes.legend(loc="upper left")
-    return figure
-
-
-def _figure(**options: Any) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(layout="constrained", **options)
-
-
 def _write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None) -> None:
     with path.open("w", newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=fields or list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-
-
-def figure_pixels(figure: Figure) -> Any:
-    """The picture as an RGB array (height, width, 3), for TensorBoard."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    canvas = FigureCanvasAgg(figure)
-    canvas.draw()
-    return np.asarray(canvas.buffer_rgba())[..., :3]

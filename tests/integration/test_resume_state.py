@@ -1,0 +1,142 @@
+"""A run stopped mid-epoch and resumed continues exactly where it stopped, through the real CLI.
+
+The run is stopped by SIGTERM (sent by the process to itself after a chosen step, so the
+stop is deterministic), saves ``last.ckpt`` and exits 143; the same command then resumes it.
+A recorder notes, before every step, the rows of the batch, the learning rate and AdamW's
+state. Each part of the training state is compared with an uninterrupted run's at the same
+steps, and the end of the run must be the uninterrupted one's, bit for bit, on a CPU.
+"""
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from resume_probe import recorded
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+STEPS_PER_EPOCH, EPOCHS = 4, 3
+STOP_AT = 6  # mid-way through the second epoch
+RESUMED = range(STOP_AT, STEPS_PER_EPOCH * EPOCHS)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same arithmetic in every run of this module
+    yield
+    torch.set_num_threads(threads)
+
+
+def fit(run: Path, model: Path, *callbacks: dict[str, Any]) -> None:
+    path = str(run.parent / f"{run.name}.jsonl")
+    recorder = {"class_path": "resume_probe.StepRecorder", "init_args": {"path": path}}
+    main([
+        "fit",
+        "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", str(model),
+        "--model.learning_rate", "1e-3",
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "64",
+        "--data.batch_size", "16",
+        "--trainer.max_epochs", str(EPOCHS),
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+        "--trainer.default_root_dir", str(run),
+        "--trainer.callbacks", json.dumps([recorder, *callbacks]),
+    ])  # fmt: skip
+
+
+def stop(run: Path, model: Path) -> Path:
+    """Run until SIGTERM after step ``STOP_AT``; the checkpoint it saved."""
+    with pytest.raises(SystemExit) as stopped:
+        fit(run, model, {"class_path": "resume_probe.SigtermAt", "init_args": {"step": STOP_AT}})
+    assert stopped.value.code == 128 + signal.SIGTERM
+    last = run / "checkpoints/last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == STOP_AT
+    return last
+
+
+def steps(run: Path) -> dict[int, dict[str, Any]]:
+    return recorded(run.parent / f"{run.name}.jsonl")
+
+
+def weights(run: Path) -> dict[str, torch.Tensor]:
+    state: dict[str, torch.Tensor] = torch.load(run / "checkpoints/last.ckpt", weights_only=True)[
+        "state_dict"
+    ]
+    return state
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
+    run = tmp_path_factory.mktemp("uninterrupted") / "run"
+    fit(run, tiny_bert)
+    return run
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
+    run = tmp_path_factory.mktemp("resumed") / "run"
+    stop(run, tiny_bert)
+    fit(run, tiny_bert)
+    return run
+
+
+def test_resume_restores_the_optimizer_state(uninterrupted: Path, resumed: Path) -> None:
+    reference, after = steps(uninterrupted), steps(resumed)
+    for step in RESUMED:
+        assert after[step]["adam_steps"] == reference[step]["adam_steps"] == [float(step)]
+        assert after[step]["moments"] == reference[step]["moments"], step
+
+
+def test_resume_restores_the_learning_rate_schedule(uninterrupted: Path, resumed: Path) -> None:
+    reference, after = steps(uninterrupted), steps(resumed)
+    rates = [reference[step]["lr"] for step in RESUMED]
+    assert len(set(rates)) == len(rates)  # a decaying schedule: every step has its own rate
+    assert [after[step]["lr"] for step in RESUMED] == rates
+
+
+def test_resume_restores_the_data_order(uninterrupted: Path, resumed: Path) -> None:
+    reference, after = steps(uninterrupted), steps(resumed)
+    # The batches the resumed process trained, from the one after the stop to the end.
+    assert [after[step]["rows"] for step in RESUMED] == [
+        reference[step]["rows"] for step in RESUMED
+    ]
+    # Not trivially so: the epochs differ in order, and the stop fell inside one.
+    epochs = [[reference[s]["rows"] for s in range(e * 4, e * 4 + 4)] for e in range(EPOCHS)]
+    assert epochs[0] != epochs[1] != epochs[2]
+    assert STOP_AT % STEPS_PER_EPOCH != 0
+
+
+def test_a_resumed_run_ends_exactly_as_an_uninterrupted_one(
+    uninterrupted: Path, resumed: Path
+) -> None:
+    reference, after = weights(uninterrupted), weights(resumed)
+    assert reference.keys() == after.keys()
+    for name, tensor in reference.items():
+        assert torch.equal(after[name], tensor), name
+
+
+def test_a_resume_that_restores_only_the_weights_and_step_ends_elsewhere(
+    uninterrupted: Path, tiny_bert: Path, tmp_path: Path
+) -> None:
+    """The check above can fail: a fresh optimizer and schedule after the stop show in it."""
+    run = tmp_path / "run"
+    last = stop(run, tiny_bert)
+    state = torch.load(last, weights_only=True)
+    state["optimizer_states"][0]["state"] = {}  # AdamW's moments and step counts, gone
+    state["lr_schedulers"][0].update(last_epoch=0, _step_count=1)  # the schedule from the start
+    torch.save(state, last)
+    fit(run, tiny_bert)
+    reference, after = weights(uninterrupted), weights(run)
+    assert (
+        max((after[name] - tensor).abs().max().item() for name, tensor in reference.items()) > 1e-4
+    )

@@ -1,0 +1,61 @@
+"""Test-only callbacks for resume tests: stop a run at a chosen step, and record each step.
+
+Given to the real CLI as ``--trainer.callbacks`` (this folder is on ``sys.path``).
+"""
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback
+
+from seqcls.data.sub_batches import pieces_of
+
+
+class SigtermAt(Callback):
+    """Send this process SIGTERM after optimizer step ``step``, as a preempted machine is."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGTERM)
+
+
+class StepRecorder(Callback):
+    """Before each step: the batch's row indices, the learning rate and the optimizer state.
+
+    Appended to the JSON Lines file ``path``, one line per step, keyed by the global step.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = Path(path)
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        optimizer = trainer.optimizers[0]
+        moments = [
+            [state[key].double().sum().item(), state[key].double().abs().sum().item()]
+            for state in optimizer.state.values()
+            for key in ("exp_avg", "exp_avg_sq")
+        ]
+        record = {
+            "step": trainer.global_step,
+            "rows": sorted(torch.cat([piece["index"] for piece in pieces_of(batch)]).tolist()),
+            "lr": optimizer.param_groups[0]["lr"],
+            "adam_steps": sorted({float(s["step"]) for s in optimizer.state.values()}),
+            "moments": moments,
+        }
+        with self.path.open("a") as sink:
+            sink.write(json.dumps(record) + "\n")
+
+
+def recorded(path: Path) -> dict[int, dict[str, Any]]:
+    """The records of ``path`` by step; a step recorded twice keeps its last record."""
+    lines = path.read_text().splitlines()
+    return {record["step"]: record for record in map(json.loads, lines)}
