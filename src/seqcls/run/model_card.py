@@ -50,13 +50,16 @@ class ModelCard:
     minutes: float
     config_yaml: str
     label_names: list[str] = field(default_factory=list)
+    metric_names: list[str] = field(default_factory=list)  # the model's, first one decides best
     problem_type: str | None = None
     datasets: list[str] = field(default_factory=list)  # hub ids
     data_files: dict[str, str] = field(default_factory=dict)  # key -> file name
     license: str | None = None
 
     def metadata(self) -> dict[str, Any]:
-        names = sorted(name for name in self.metrics.get("validation", {}) if name != "loss")
+        # The task's metrics, as the data named them; else every validation metric but the loss.
+        validation = self.metrics.get("validation", {})
+        names = self.metric_names or sorted(name for name in validation if name != "loss")
         meta: dict[str, Any] = {"base_model": self.base_model}
         if self.datasets:
             meta["datasets"] = self.datasets
@@ -187,6 +190,7 @@ def model_card(
         minutes=minutes,
         config_yaml=config_yaml,
         label_names=list(hparams.get("label_names") or []),
+        metric_names=list(hparams.get("metrics") or []),
         problem_type=hparams.get("problem_type"),
         datasets=hub,
         data_files=files,
