@@ -89,9 +89,15 @@ def test_preset_trains_on_local_files_and_reports_its_metrics(
     metrics = fit(
         tmp_path, tiny_bert, path, "--data.train_file", train, "--data.validation_file", validation
     )
+    single_label = data.get("problem_type", "single_label_classification").startswith("single")
+    calibration = {"ece", "ece_calibrated", "temperature"}
     for split in expected_splits:
-        assert set(metrics[split]) == {*data["metrics"], "loss"}, split
+        assert set(metrics[split]) - calibration == {*data["metrics"], "loss"}, split
+        assert ("ece" in metrics[split]) == single_label, split
         assert all(isinstance(value, float) for value in metrics[split].values())
+    card = (tmp_path / "run/model/README.md").read_text()
+    if len(expected_splits) > 1:  # each validation set's metrics, named, in the model card
+        assert all(f"| {split}/loss | " in card for split in expected_splits), card
     config = yaml.safe_load((tmp_path / "run/config.yaml").read_text())["data"]
     assert config["problem_type"] == data.get("problem_type", "single_label_classification")
     if "label_names" in data:

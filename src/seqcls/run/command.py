@@ -38,7 +38,7 @@ from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
-from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter
+from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter, validation_splits
 from seqcls.run.random_state import RandomState
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
@@ -194,8 +194,10 @@ class RunCLI(LightningCLI):
         if metrics is not None:
             fit = results.get("fit", {})
             if fit.get("validated"):
-                shown = ", ".join(
-                    f"{name}={value:.4f}" for name, value in sorted(results["validation"].items())
+                shown = "; ".join(
+                    f"{split}: "
+                    + ", ".join(f"{name}={value:.4f}" for name, value in sorted(values.items()))
+                    for split, values in validation_splits(results).items()
                 )
                 step = results["best"]["step"]
                 log.info(

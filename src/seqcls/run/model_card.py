@@ -20,6 +20,7 @@ from jsonargparse import Namespace
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
 
 from seqcls.cloud.storage import is_remote, write_text
+from seqcls.run.outputs import validation_splits
 
 README = "README.md"
 # The recipe, as the resolved config holds it: (table row, config section, key).
@@ -58,8 +59,8 @@ class ModelCard:
 
     def metadata(self) -> dict[str, Any]:
         # The task's metrics, as the data named them; else every validation metric but the loss.
-        validation = self.metrics.get("validation", {})
-        names = self.metric_names or sorted(name for name in validation if name != "loss")
+        first = next(iter(validation_splits(self.metrics).values()), {})
+        names = self.metric_names or sorted(name for name in first if name != "loss")
         meta: dict[str, Any] = {"base_model": self.base_model}
         if self.datasets:
             meta["datasets"] = self.datasets
@@ -102,12 +103,17 @@ class ModelCard:
 
     def _validation(self) -> str:
         fit = self.metrics.get("fit", {})
-        validation = self.metrics.get("validation", {})
-        if not fit.get("validated") or not validation:
+        splits = validation_splits(self.metrics)
+        if not fit.get("validated") or not splits:
             note = fit.get("note", "no validation ran")
             return f"## Validation metrics\n\nNot validated: {note}.\n"
         step = self.metrics["best"]["step"]
-        rows = "".join(f"| {name} | {value:.4f} |\n" for name, value in sorted(validation.items()))
+        # Several validation sets (MNLI's matched and mismatched) name theirs in each row.
+        rows = "".join(
+            f"| {name if len(splits) == 1 else f'{split}/{name}'} | {value:.4f} |\n"
+            for split, values in splits.items()
+            for name, value in sorted(values.items())
+        )
         return (
             "## Validation metrics\n\n"
             f"Of these weights ({fit['exported']}, optimizer step {step}), on the validation "

@@ -32,6 +32,15 @@ def split_name(prefix: str) -> str:
     return "validation" + prefix.removeprefix("val") if prefix.startswith("val") else prefix
 
 
+def validation_splits(results: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The validation entries of metrics.json: ``validation``, or one per named validation set."""
+    return {
+        split: values
+        for split, values in results.items()
+        if split == "validation" or split.startswith("validation_")
+    }
+
+
 def group_by_split(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     grouped: dict[str, dict[str, float]] = {}
     for name, value in sorted(metrics.items()):
