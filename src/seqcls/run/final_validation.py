@@ -38,9 +38,19 @@ class ValidateFinalWeights(Callback):
     ) -> None:
         if not trainer.enable_validation or not is_final_batch(trainer, batch_idx):
             return
+        every = trainer.check_val_every_n_epoch
+        end_of_epoch = batch_idx + 1 >= trainer.num_training_batches
+        scheduled = (
+            every is not None
+            and trainer.val_check_interval == 1.0
+            and (trainer.current_epoch + 1) % every == 0
+        )
+        if end_of_epoch and scheduled:
+            # The schedule validates here anyway. A stop request would cost a host sync on
+            # XLA (the loop reduces it across devices), so none is made.
+            return
         # The loop validates a batch at which a stop is requested (as after early stopping)...
         trainer.should_stop = True
         # ...but only in an epoch its schedule validates; the final weights are validated anyway.
-        every = trainer.check_val_every_n_epoch
         if every is not None and (trainer.current_epoch + 1) % every != 0:
             trainer.check_val_every_n_epoch = None
