@@ -7,6 +7,7 @@ and ``seqcls --help`` answer at once.
 """
 
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,9 @@ def main(args: Any = None) -> None:
         if not argv:
             sys.exit(2)  # no subcommand: as argparse does
         return
+    # Before torch_xla loads, which reads it once: the scalars 0 and 1 as data, not constants,
+    # so that graphs on a TPU do not change with a value (seqcls.run.xla_graphs).
+    os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     import datasets
     from pytorch_lightning.utilities.exceptions import SIGTERMException

@@ -3,8 +3,7 @@
 It trains with configs/trainer/tpu.yaml as shipped (precision, TensorBoard, the
 every-10-minutes checkpoint timer, validation, fixed padding), is stopped by SIGTERM, resumes
 from gs:// last.ckpt and finishes, and no steady-state training step reads a value back to the
-host. Nothing may recompile after warm-up: that check is a strict expected failure today (see
-docs/tpu.md, "Known issue"), so it starts failing the lane the day it passes.
+host, and nothing recompiles after warm-up, its second validation included.
 """
 
 import re
@@ -49,10 +48,6 @@ def test_the_rehearsal_resumes_from_the_bucket_without_host_syncs(
     assert failures in ([], ["FAILED: graphs recompiled after warm-up"]), failures
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a process with two validations compiles one new graph at its second (docs/tpu.md)",
-)
 def test_nothing_recompiles_after_warm_up(rehearsal: subprocess.CompletedProcess[str]) -> None:
     assert "recompiles after warm-up: 0\n" in rehearsal.stdout, rehearsal.stdout[-3000:]
     assert rehearsal.returncode == 0

@@ -120,11 +120,13 @@ class RehearsalProbe(pl.Callback):
     Compilations and host syncs are torch_xla's counters, read on the host. A training step
     is counted from its start to the next one's (or to the validation or end that follows),
     so what Lightning and every callback do after the step (logging, checkpoint timer) is
-    part of it. Warm-up is each process's first ``warm_up`` steps, its first validation pass
-    and the first step after it, which compile the run's graphs; a compilation after that is
-    a recompilation. A host sync in a logging step (every ``log_every_n_steps``) is the
-    logger's and is counted apart. Padding
-    efficiency is the share of real tokens among the positions computed, from the attention
+    part of it. A validation is counted from its start to the next training step's (or the
+    end of training), so the epoch-end work after it (the best checkpoint's judgement and
+    save) is part of it. Warm-up is each process's first ``warm_up`` steps, its first
+    validation and the first step after it, which compile the run's graphs; a compilation
+    after that is a recompilation. A host sync in a logging step (every
+    ``log_every_n_steps``) is the logger's and is counted apart. Padding efficiency is the
+    share of real tokens among the positions computed, from the attention
     masks of the steps trained, read once at the end. The counts go to ``report`` (a
     folder), one JSON file per process.
     """
@@ -140,6 +142,7 @@ class RehearsalProbe(pl.Callback):
         self.logging_syncs: list[int] = []
         self.masks: list[torch.Tensor] = []
         self._open: tuple[int, int, int] | None = None  # step, compiles, syncs at its start
+        self._validation_open: tuple[int, int] | None = None  # number, compiles at its start
         self._log_every = 1
         # The first step after a validation also resets the epoch's logged aggregates: one
         # graph of its own, compiled at its first occurrence (warm-up) and reused after.
@@ -154,7 +157,17 @@ class RehearsalProbe(pl.Callback):
         compile_time = met.metric_data("CompileTime")
         return (compile_time[0] if compile_time else 0), met.counter_value(HOST_SYNC) or 0
 
+    def _close_validation(self) -> None:
+        if self._validation_open is None:
+            return
+        number, compiles = self._validation_open
+        self._validation_open = None
+        compiled = self._counts()[0] - compiles
+        if number > 1 and compiled:
+            self.recompiles.append(f"validation {number} (with the epoch end after it): {compiled}")
+
     def _close_step(self) -> None:
+        self._close_validation()
         if self._open is None:
             return
         step, compiles, syncs = self._open
@@ -197,9 +210,7 @@ class RehearsalProbe(pl.Callback):
             return
         self._after_validation = True
         self.validations += 1
-        compiles = self._counts()[0] - self._validation_compiles
-        if self.validations > 1 and compiles:
-            self.recompiles.append(f"validation {self.validations}: {compiles}")
+        self._validation_open = (self.validations, self._validation_compiles)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._close_step()

@@ -17,12 +17,30 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
+from torch import Tensor
 
 from seqcls.cloud.storage import is_remote, upload_file
 from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 LAST = "last"
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` (``--checkpoint.*``), judging scores on the host.
+
+    Lightning compares the monitored score with the best so far as device tensors. On XLA
+    each comparison is a graph, and the first one comes at the second validation, long after
+    warm-up; on the host it is a float comparison. The scores are read back at the end of a
+    validation anyway (the logger, ``metrics.json``), so the copies cost no extra sync.
+    """
+
+    def _monitor_candidates(self, trainer: pl.Trainer) -> dict[str, Tensor]:
+        candidates = super()._monitor_candidates(trainer)
+        return {
+            name: value.detach().cpu() if isinstance(value, Tensor) else value
+            for name, value in candidates.items()
+        }
 
 
 class LastCheckpoint(ModelCheckpoint):

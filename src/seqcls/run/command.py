@@ -25,7 +25,7 @@ from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
-from seqcls.run.checkpoints import LastCheckpoint, with_atomic_io
+from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, with_atomic_io
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_batch_size,
@@ -45,6 +45,7 @@ from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
+from seqcls.run.xla_graphs import EndEvaluationGraphs
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "config.yaml"
@@ -157,6 +158,7 @@ class RunCLI(LightningCLI):
             StopOnSignal(),
             RandomState(),
             ValidateFinalWeights(),
+            EndEvaluationGraphs(),
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
@@ -178,7 +180,7 @@ class RunCLI(LightningCLI):
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
         if options["monitor"] is None and monitor is not None:
             options["monitor"], options["mode"] = monitor
-        return ModelCheckpoint(**options)
+        return BestCheckpoint(**options)
 
     def before_fit(self) -> None:
         self._fit_started = time.monotonic()
