@@ -1,0 +1,86 @@
+"""A search space as Vertex AI's study parameters, for ``train-cloud-gpu.sh --tune``.
+
+Vertex AI runs each trial as ``seqcls fit ... --FLAG=VALUE`` with one argument per parameter,
+so a parameter's id is the flag itself (``model.learning_rate``). The trial reports its
+metric through the file that ``cloud/hypertune.py`` writes.
+
+    python -m seqcls.tune.vertex SPACE.yaml METRIC
+prints the studySpec's ``metrics`` and ``parameters`` as JSON (one line), for the launcher.
+Needs only PyYAML and the standard library: it runs where gcloud does.
+"""
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from seqcls.errors import ConfigurationError
+from seqcls.tune.space import Parameter, SearchSpace
+
+LOWER_IS_BETTER = {"mse", "loss"}  # as data/metric_names.py, plus the validation loss
+
+
+def goal(metric: str) -> str:
+    """``MINIMIZE`` for metrics where lower is better (``val/mse``), else ``MAXIMIZE``."""
+    return "MINIMIZE" if metric.rpartition("/")[2] in LOWER_IS_BETTER else "MAXIMIZE"
+
+
+def parameter_spec(parameter: Parameter) -> dict[str, Any]:
+    """One ``StudySpec.ParameterSpec``, in the REST API's camelCase."""
+    spec: dict[str, Any] = {"parameterId": parameter.flag}
+    if parameter.choices:
+        numeric = all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in parameter.choices
+        )
+        if numeric:
+            spec["discreteValueSpec"] = {"values": [float(v) for v in parameter.choices]}
+        else:
+            values = [_text(v) for v in parameter.choices]
+            spec["categoricalValueSpec"] = {"values": values}
+        return spec
+    if parameter.step is not None:
+        count = round((parameter.high - parameter.low) / parameter.step) + 1
+        steps = [parameter.low + i * parameter.step for i in range(count)]
+        spec["discreteValueSpec"] = {"values": [float(v) for v in steps]}
+        return spec
+    if parameter.is_int:
+        spec["integerValueSpec"] = {"minValue": str(parameter.low), "maxValue": str(parameter.high)}
+    else:
+        spec["doubleValueSpec"] = {"minValue": parameter.low, "maxValue": parameter.high}
+    spec["scaleType"] = "UNIT_LOG_SCALE" if parameter.log else "UNIT_LINEAR_SCALE"
+    return spec
+
+
+def study_spec(space: SearchSpace, metric: str) -> dict[str, Any]:
+    """The studySpec's metric and parameters; the launcher adds the algorithm."""
+    return {
+        "metrics": [{"metricId": metric, "goal": goal(metric)}],
+        "parameters": [parameter_spec(p) for p in space.parameters],
+    }
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m seqcls.tune.vertex SPACE.yaml METRIC", file=sys.stderr)
+        return 2
+    path, metric = argv
+    try:
+        text = Path(path).read_text()
+        print(json.dumps(study_spec(SearchSpace.from_yaml(text, path), metric)))
+    except OSError as error:
+        print(f"--tune-space {path}: cannot read it ({error.strerror})", file=sys.stderr)
+        return 2
+    except ConfigurationError as error:
+        print(str(error).replace("--tune.space", "--tune-space"), file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
