@@ -99,6 +99,8 @@ def _follow(argv: list[str]) -> None:
     _, fit_args = parse(argv)
     job: dict[str, Any] | None = json.loads(os.environ[_JOB_ENV])
     while job is not None:
+        rank = os.environ.get("LOCAL_RANK")
+        log.info("Rank %s runs trial %d: %s", rank, job["number"], " ".join(job["flags"]))
         reporter = TrialReporter(None, "", "max", prune=True)
         run_trial(Job(**job), fit_args, reporter)
         job = _receive()
