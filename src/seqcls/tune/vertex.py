@@ -4,8 +4,8 @@ Vertex AI runs each trial as ``seqcls fit ... --FLAG=VALUE`` with one argument p
 so a parameter's id is the flag itself (``model.learning_rate``). The trial reports its
 metric through the file that ``cloud/hypertune.py`` writes.
 
-    python -m seqcls.tune.vertex SPACE.yaml METRIC
-prints the studySpec's ``metrics`` and ``parameters`` as JSON (one line), for the launcher.
+    python -m seqcls.tune.vertex SPACE.yaml METRIC ALGORITHM
+prints the studySpec as JSON (one line), for the launcher.
 Needs only PyYAML and the standard library: it runs where gcloud does.
 """
 
@@ -26,36 +26,42 @@ def goal(metric: str) -> str:
 
 
 def parameter_spec(parameter: Parameter) -> dict[str, Any]:
-    """One ``StudySpec.ParameterSpec``, in the REST API's camelCase."""
+    """One ``StudySpec.ParameterSpec``, in the REST API's camelCase.
+
+    Vertex AI passes a discrete value as a float (``16.0``), which an int flag refuses, so
+    whole-number lists go as categories, passed verbatim; float lists and float steps as
+    discrete values, ranges as double or integer ranges with their scale.
+    """
     spec: dict[str, Any] = {"parameterId": parameter.flag}
-    if parameter.choices:
-        numeric = all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in parameter.choices
-        )
-        if numeric:
-            spec["discreteValueSpec"] = {"values": [float(v) for v in parameter.choices]}
-        else:
-            values = [_text(v) for v in parameter.choices]
-            spec["categoricalValueSpec"] = {"values": values}
-        return spec
+    values: list[Any] = list(parameter.choices)
     if parameter.step is not None:
         count = round((parameter.high - parameter.low) / parameter.step) + 1
-        steps = [parameter.low + i * parameter.step for i in range(count)]
-        spec["discreteValueSpec"] = {"values": [float(v) for v in steps]}
-        return spec
-    if parameter.is_int:
+        values = [parameter.low + i * parameter.step for i in range(count)]
+    if values and all(isinstance(v, float) for v in values):
+        spec["discreteValueSpec"] = {"values": values}
+    elif values:
+        spec["categoricalValueSpec"] = {"values": [_text(v) for v in values]}
+    elif parameter.is_int:
         spec["integerValueSpec"] = {"minValue": str(parameter.low), "maxValue": str(parameter.high)}
     else:
         spec["doubleValueSpec"] = {"minValue": parameter.low, "maxValue": parameter.high}
-    spec["scaleType"] = "UNIT_LOG_SCALE" if parameter.log else "UNIT_LINEAR_SCALE"
+    if not values:
+        spec["scaleType"] = "UNIT_LOG_SCALE" if parameter.log else "UNIT_LINEAR_SCALE"
     return spec
 
 
-def study_spec(space: SearchSpace, metric: str) -> dict[str, Any]:
-    """The studySpec's metric and parameters; the launcher adds the algorithm."""
+def study_spec(space: SearchSpace, metric: str, algorithm: str) -> dict[str, Any]:
+    """The studySpec: the metric (each trial's best validation), parameters and algorithm.
+
+    Trials that trail the median of the others at the same step are stopped early, as
+    ``seqcls tune`` prunes them.
+    """
     return {
         "metrics": [{"metricId": metric, "goal": goal(metric)}],
         "parameters": [parameter_spec(p) for p in space.parameters],
+        "algorithm": algorithm,
+        "measurementSelectionType": "BEST_MEASUREMENT",
+        "medianAutomatedStoppingSpec": {"useElapsedDuration": False},
     }
 
 
@@ -66,13 +72,13 @@ def _text(value: Any) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m seqcls.tune.vertex SPACE.yaml METRIC", file=sys.stderr)
+    if len(argv) != 3:
+        print("usage: python -m seqcls.tune.vertex SPACE.yaml METRIC ALGORITHM", file=sys.stderr)
         return 2
-    path, metric = argv
+    path, metric, algorithm = argv
     try:
         text = Path(path).read_text()
-        print(json.dumps(study_spec(SearchSpace.from_yaml(text, path), metric)))
+        print(json.dumps(study_spec(SearchSpace.from_yaml(text, path), metric, algorithm)))
     except OSError as error:
         print(f"--tune-space {path}: cannot read it ({error.strerror})", file=sys.stderr)
         return 2
