@@ -157,3 +157,24 @@ def test_a_pruned_trial_stops_at_the_validation_that_pruned_it(
     assert [step for _, step in trial.reports] == [3]  # 48 rows / 16: one epoch, then stop
     last = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert last["best"]["step"] == 3
+
+
+def test_a_vertex_trial_reports_each_validation_in_hypertune_format(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    metric_file = tmp_path / "hypertune" / "output.metrics"
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metric_file))
+    monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "7")
+    run = tmp_path / "run"
+    # As Vertex AI runs a trial: the job's arguments, then --FLAG=VALUE per parameter.
+    args = fit_args(tiny_bert, tmp_path, "--trainer.max_epochs", "2")
+    main(["fit", *args, "--trainer.default_root_dir", str(run), "--model.learning_rate=0.002"])
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["model"]["learning_rate"] == 0.002
+    reports = [json.loads(line) for line in metric_file.read_text().splitlines()]
+    assert {r["trial"] for r in reports} == {"7"}
+    accuracy = [(r["global_step"], r["val/accuracy"]) for r in reports if "val/accuracy" in r]
+    assert [step for step, _ in accuracy] == ["3", "6", "6"]  # each validation, then the best
+    best = json.loads((run / "metrics.json").read_text())["validation"]["accuracy"]
+    assert float(accuracy[-1][1]) == pytest.approx(best)
+    assert any("val/macro_f1" in r for r in reports)
