@@ -178,3 +178,24 @@ def test_a_vertex_trial_reports_each_validation_in_hypertune_format(
     best = json.loads((run / "metrics.json").read_text())["validation"]["accuracy"]
     assert float(accuracy[-1][1]) == pytest.approx(best)
     assert any("val/macro_f1" in r for r in reports)
+
+
+def test_a_trial_cut_short_is_continued_first(tmp_path: Path, tiny_bert: Path) -> None:
+    import optuna
+    from optuna.distributions import FloatDistribution
+
+    run = tmp_path / "run"
+    main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "1"))
+    # A process stopped mid-trial leaves the trial running in the study.
+    study = optuna.load_study(study_name="seqcls", storage=f"sqlite:///{run / 'study.db'}")
+    cut = study.ask(
+        {
+            "model.learning_rate": FloatDistribution(1e-4, 3e-3, log=True),
+            "model.warmup_ratio": FloatDistribution(0.0, 0.2),
+        }
+    )
+    main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "2"))
+    table = rows(run / "trials.csv")
+    assert [(row["trial"], row["state"]) for row in table] == [("0", "complete"), ("1", "complete")]
+    config = yaml.safe_load((run / "trials" / "trial-001" / "config.yaml").read_text())
+    assert config["model"]["learning_rate"] == cut.params["model.learning_rate"]
