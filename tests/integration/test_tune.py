@@ -199,3 +199,24 @@ def test_a_trial_cut_short_is_continued_first(tmp_path: Path, tiny_bert: Path) -
     assert [(row["trial"], row["state"]) for row in table] == [("0", "complete"), ("1", "complete")]
     config = yaml.safe_load((run / "trials" / "trial-001" / "config.yaml").read_text())
     assert config["model"]["learning_rate"] == cut.params["model.learning_rate"]
+
+
+def test_an_unknown_metric_stops_the_search_with_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    args = tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "3", "--tune.metric", "val/f2")
+    with pytest.raises(SystemExit) as done:
+        main(args)
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("seqcls: error: --tune.metric val/f2: not logged at validation;")
+    assert "val/accuracy" in error
+    assert [row["state"] for row in rows(run / "trials.csv")] == ["fail"]  # then it stopped
+
+
+def test_no_trial_starts_after_the_timeout(tmp_path: Path, tiny_bert: Path) -> None:
+    run = tmp_path / "run"
+    main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "3", "--tune.timeout", "0"))
+    assert rows(run / "trials.csv") == []
+    assert not (run / "trials").exists()

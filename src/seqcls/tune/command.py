@@ -78,18 +78,17 @@ def _search(
     jobs: TrialJobs, space: SearchSpace, fit_args: list[str], options: TuneOptions, command: str
 ) -> int:
     """Run the trials the study still needs; how many ran in this process."""
-    started = time.monotonic()
+    deadline = None if options.timeout is None else time.monotonic() + options.timeout
     ran = 0
     jobs.write_outputs(command)
-    for trial in jobs.trials_to_run(space, options.n_trials):
-        if options.timeout is not None and time.monotonic() - started > options.timeout:
-            log.info("--tune.timeout %s s reached: no new trial starts", options.timeout)
-            trial.abandon()
-            break
-        _share(trial.job.as_dict(), first=ran == 0)
-        trial.run(fit_args, prune=options.prune)
-        ran += 1
-        jobs.write_outputs(command)
+    try:
+        for trial in jobs.trials_to_run(space, options.n_trials, deadline):
+            _share(trial.job.as_dict(), first=ran == 0)
+            trial.run(fit_args, prune=options.prune)
+            ran += 1
+            jobs.write_outputs(command)
+    finally:
+        jobs.write_outputs(command)  # also when a trial stops the search
     jobs.log_summary()
     return ran
 

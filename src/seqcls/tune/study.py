@@ -11,6 +11,7 @@ import logging
 import os
 import statistics
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,9 +53,13 @@ class PendingTrial:
         reporter = TrialReporter(self.trial, jobs.metric, jobs.mode, prune)
         try:
             outcome = run_trial(self.job, fit_args, reporter)
-        except ConfigurationError:
+        except ConfigurationError as error:
+            # Not the parameters' fault: the trial is not counted, and the search stops, as
+            # the next trial would stop the same way.
+            self.trial.set_user_attr("error", str(error))
             jobs.study.tell(self.trial, state=TrialState.FAIL)
-            raise  # the next trial would stop the same way
+            jobs.finished(self.trial.number)
+            raise
         except Exception:
             log.exception("Trial %d failed; the search goes on", self.job.number)
             jobs.study.tell(self.trial, state=TrialState.FAIL)
@@ -74,11 +79,6 @@ class PendingTrial:
             jobs.study.tell(self.trial, outcome.best)
         jobs.finished(self.trial.number)
 
-    def abandon(self) -> None:
-        """Not run after all (the timeout): dropped from the study as failed, never trained."""
-        self.jobs.study.tell(self.trial, state=TrialState.FAIL)
-        self.trial.set_user_attr("note", "not run: --tune.timeout")
-
 
 class TrialJobs:
     """The study of run directory ``root``, worked on in ``local`` (a folder)."""
@@ -92,13 +92,19 @@ class TrialJobs:
         self.metric = metric
         self.mode = mode
 
-    def trials_to_run(self, space: SearchSpace, n_trials: int) -> Iterator[PendingTrial]:
-        """Trials cut short first, then new ones until the study holds ``n_trials`` finished."""
+    def trials_to_run(
+        self, space: SearchSpace, n_trials: int, deadline: float | None = None
+    ) -> Iterator[PendingTrial]:
+        """Trials cut short first, then new ones until the study holds ``n_trials`` finished
+        or the clock (``time.monotonic()``) passes ``deadline``."""
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             log.info("Trial %d was cut short: continuing it", frozen.number)
             trial = optuna.Trial(self.study, frozen._trial_id)
             yield self._pending(trial, space.flags(frozen.params))
         while self._finished_count() < n_trials:
+            if deadline is not None and time.monotonic() > deadline:
+                log.info("--tune.timeout reached: no new trial starts")
+                return
             trial = self.study.ask()
             values = space.suggest(trial)
             trial.set_user_attr("run_dir", self._run_dir(trial.number))
@@ -113,7 +119,9 @@ class TrialJobs:
         return os.path.join(self.root, "trials", f"trial-{number:03d}")
 
     def _finished_count(self) -> int:
-        return len(self.study.get_trials(deepcopy=False, states=outputs.FINISHED))
+        """Trials finished, except those stopped by a configuration mistake."""
+        finished = self.study.get_trials(deepcopy=False, states=outputs.FINISHED)
+        return sum("error" not in trial.user_attrs for trial in finished)
 
     def finished(self, number: int) -> None:
         """After trial ``number``: its TensorBoard hparams, and the study saved to the bucket."""

@@ -14,6 +14,7 @@ import pytorch_lightning as pl
 
 from seqcls.classifier_cli import SeqclsCLI
 from seqcls.data.classification import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.command import run_cli
 
@@ -57,6 +58,12 @@ class TrialReporter(pl.Callback):
         if trainer.sanity_checking:
             return
         value = trainer.callback_metrics.get(self.metric)
+        if value is None and self.trial is not None:
+            logged = sorted(n for n in trainer.callback_metrics if n.startswith("val"))
+            raise ConfigurationError(
+                f"--tune.metric {self.metric}: not logged at validation; "
+                f"choose one of {', '.join(logged)}"
+            )
         stop = False
         if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
             self._note(trainer.global_step, float(value))
