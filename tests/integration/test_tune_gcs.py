@@ -78,3 +78,4 @@ def test_the_study_lives_in_the_bucket_and_resumes(
     rows = list(csv.DictReader(io.StringIO(table)))
     assert [row["trial"] for row in rows] == ["0", "1", "2"]
     assert gcs.exists(f"{BUCKET}/search/trials/trial-002/metrics.json")
+    assert gcs.cat_file(f"{BUCKET}/search/importance.png")[:4] == b"\x89PNG"
