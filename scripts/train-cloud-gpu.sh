@@ -33,6 +33,16 @@
 #                          as Google advises, enough that the reducers' egress bandwidth (32
 #                          Gbps each) matches the nodes' (a2-highgpu-8g: 100 Gbps): 4 such
 #                          nodes take 13 reducers
+#   --tune N               a hyper-parameter tuning job of N trials instead (gcloud ai
+#                          hp-tuning-jobs create): each trial is the job above with one value
+#                          per flag of the search space appended, and lands in its own folder,
+#                          gs://B/runs/NAME/TRIAL_ID (docs/tuning.md)
+#   --parallel K           trials that run at once (default 1)
+#   --tune-space FILE      the search space (default configs/tune/space.yaml, as seqcls tune)
+#   --tune-metric M        the validation metric to optimise (default val/accuracy; val/mse
+#                          and val/loss are minimised, the others maximised)
+#   --tune-algorithm A     ALGORITHM_UNSPECIFIED (default: Vertex AI's Bayesian search),
+#                          GRID_SEARCH or RANDOM_SEARCH
 #   --dry-run              print the spec and the gcloud command; touch nothing, call nothing
 #
 # Arguments after -- are the container's: seqcls's own, verbatim. Without them:
@@ -62,6 +72,11 @@ target_option() {
     --nodes) need_value "$@"; nodes="$2"; consumed=2 ;;
     --reduction-server) need_value "$@"; reducers="$2"; consumed=2 ;;
     --spot) spot=true; consumed=1 ;;
+    --tune) need_value "$@"; tune_trials="$2"; consumed=2 ;;
+    --parallel) need_value "$@"; tune_parallel="$2"; consumed=2 ;;
+    --tune-space) need_value "$@"; tune_space="$2"; consumed=2 ;;
+    --tune-metric) need_value "$@"; tune_metric="$2"; consumed=2 ;;
+    --tune-algorithm) need_value "$@"; tune_algorithm="$2"; consumed=2 ;;
     *) return 1 ;;
   esac
 }
@@ -186,6 +201,7 @@ check_target() {
   [[ "$reducers" == 0 ]] || check_reducers
   ((nodes == 1)) || restart_workers=true
   refuse_trainer_configs configs/trainer/gpu.yaml configs/trainer/tpu.yaml configs/trainer/cpu.yaml
+  check_tuning
 }
 
 # T4, V100 and P4 (the n1 GPUs) have no bf16, which the GPU configs use: there seqcls trains

@@ -19,6 +19,13 @@ seqcls_args=()
 env_names=()
 env_values=()
 consumed=0
+# Hyper-parameter tuning (train-cloud-gpu.sh --tune N): 0 trials is a plain custom job.
+tune_trials=0
+tune_parallel=1
+tune_space="" # configs/tune/space.yaml
+tune_metric=val/accuracy
+tune_algorithm=ALGORITHM_UNSPECIFIED
+study_spec=""
 
 # One line on stderr naming what is wrong and how to fix it, then exit 2 (a usage error).
 die() {
@@ -181,26 +188,81 @@ job_spec() {
 }
 
 create_command() {
+  if ((tune_trials)); then
+    gcloud_command=(gcloud ai hp-tuning-jobs create --project "$project" --region "$region"
+      --display-name "$name" --max-trial-count "$tune_trials"
+      --parallel-trial-count "$tune_parallel" --config "$1")
+    return 0
+  fi
   gcloud_command=(gcloud ai custom-jobs create --project "$project" --region "$region"
     --display-name "$name" --config "$1")
+}
+
+# --tune: the counts, and the search space as the studySpec (JSON, which is YAML), made by
+# seqcls/tune/vertex.py from the same file seqcls tune reads. Trials must not share a run
+# directory: each writes to its own folder under baseOutputDirectory.
+check_tuning() {
+  [[ "$tune_trials" != 0 ]] || return 0
+  need_count --tune "$tune_trials" 1
+  need_count --parallel "$tune_parallel" 1
+  ((tune_parallel <= tune_trials)) ||
+    die "--parallel $tune_parallel: more than the $tune_trials trials of --tune; lower it"
+  case "$tune_algorithm" in
+    ALGORITHM_UNSPECIFIED | GRID_SEARCH | RANDOM_SEARCH) ;;
+    *) die "--tune-algorithm $tune_algorithm: one of ALGORITHM_UNSPECIFIED, GRID_SEARCH, RANDOM_SEARCH" ;;
+  esac
+  local arg
+  for arg in "${seqcls_args[@]}"; do
+    case "$arg" in
+      --trainer.default_root_dir | --trainer.default_root_dir=*)
+        die "--tune: leave --trainer.default_root_dir out after --; each trial writes to its own folder under $bucket/runs/$name" ;;
+    esac
+  done
+  local repo python
+  repo="$(cd "$(dirname "$0")/.." && pwd)"
+  # Any Python 3.11+ with PyYAML: the repository's .venv (scripts/setup.sh), else python3.
+  python="${PYTHON:-python3}"
+  [[ -n "${PYTHON:-}" || ! -x "$repo/.venv/bin/python" ]] || python="$repo/.venv/bin/python"
+  if ! study_spec="$(PYTHONPATH="$repo/src" "$python" -m seqcls.tune.vertex \
+    "${tune_space:-$repo/configs/tune/space.yaml}" "$tune_metric" "$tune_algorithm" 2>&1)"; then
+    die "${study_spec##*$'\n'}"
+  fi
+}
+
+# The HyperparameterTuningJob's fields (gcloud's --config): the study, then the trial's job.
+tuning_spec() {
+  echo "studySpec: $study_spec"
+  echo "maxTrialCount: $tune_trials"
+  echo "parallelTrialCount: $tune_parallel"
+  echo "trialJobSpec:"
+  job_spec | sed 's/^/  /'
+}
+
+# The spec gcloud reads: a CustomJobSpec, or with --tune a HyperparameterTuningJob's fields.
+spec() {
+  if ((tune_trials)); then tuning_spec; else job_spec; fi
 }
 
 launch() {
   if $dry_run; then
     create_command job.yaml
-    local printed
+    local printed kind="CustomJobSpec" where="Run directory: $run_dir"
+    if ((tune_trials)); then
+      kind="HyperparameterTuningJob"
+      where="Run directories: $run_dir/TRIAL_ID, one per trial"
+    fi
     printed="$(printf '%q ' "${gcloud_command[@]}")"
-    echo "# Vertex AI CustomJobSpec from $script --dry-run; to submit it, save it as job.yaml and run:"
+    echo "# Vertex AI $kind from $script --dry-run; to submit it, save it as job.yaml and run:"
     echo "#   ${printed% }"
-    echo "# Run directory: $run_dir"
-    job_spec
+    echo "# $where"
+    spec
     return 0
   fi
   local spec_dir
   spec_dir="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: spec_dir is local and gone when the trap fires
   trap "rm -rf '$spec_dir'" EXIT
-  job_spec >"$spec_dir/job.yaml"
+  spec >"$spec_dir/job.yaml"
   create_command "$spec_dir/job.yaml"
   echo "$script: run directory $run_dir" >&2
   "${gcloud_command[@]}"

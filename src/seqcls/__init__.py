@@ -8,6 +8,7 @@ The package, from the bottom up (docs/architecture.md draws it):
 - ``model/``: pretrained loading, the classifier module, its metrics and optimiser;
 - ``mlm/``: continued masked-LM pretraining on the same data and run machinery;
 - ``run/``: the run directory (checkpoints, resume, outputs, export, logs) and its CLI base;
+- ``tune/``: hyper-parameter search, ``seqcls tune`` (Optuna) and Vertex AI's study spec;
 - ``cli``: the ``seqcls`` command on top.
 
 The names below are imported on first use, so ``import seqcls`` stays cheap.

@@ -1,7 +1,8 @@
 """The ``seqcls`` command: fine-tune a sequence classifier (and ``seqcls mlm``: pretrain one).
 
-``seqcls fit|validate|test|predict`` runs the LightningCLI of ``classifier_cli.py``, and
-``seqcls mlm ...`` that of ``mlm/cli.py``. Both import Lightning, transformers and datasets,
+``seqcls fit|validate|test|predict`` runs the LightningCLI of ``classifier_cli.py``,
+``seqcls mlm ...`` that of ``mlm/cli.py``, and ``seqcls tune`` a search of fit runs
+(``tune/command.py``). Both import Lightning, transformers and datasets,
 which takes seconds, so this module imports them only once a subcommand runs: ``seqcls``
 and ``seqcls --help`` answer at once.
 """
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "test": "score a checkpoint on the test data, into metrics.json",
     "predict": "write predictions: one row per input, in input order",
     "mlm": "continue masked-LM pretraining: seqcls mlm fit|validate|test",
+    "tune": "search fit's flags with Optuna; study, trials and best.yaml in the run directory",
 }
 _LISTING = "".join(f"  {name:<10}  {text}\n" for name, text in SUBCOMMANDS.items())
 HELP = f"""\
@@ -51,6 +53,18 @@ def make_cli(args: Any = None, *, run: bool = True) -> "SeqclsCLI":
     return make_classifier_cli(args, run=run)
 
 
+def _tune(argv: list[str]) -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(
+            "seqcls tune needs Optuna: pip install 'seqcls[tune]' (or bash scripts/setup.sh tune)"
+        ) from None
+    from seqcls.tune.command import main as tune_main
+
+    tune_main(argv)
+
+
 def main(args: Any = None) -> None:
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, list) and argv[:1] in ([], ["-h"], ["--help"]):
@@ -73,7 +87,9 @@ def main(args: Any = None) -> None:
     # Reading and caching files is quick; its progress bars would bury the training output.
     datasets.disable_progress_bars()
     try:
-        if isinstance(argv, list) and argv[:1] == ["mlm"]:
+        if isinstance(argv, list) and argv[:1] == ["tune"]:
+            _tune(argv[1:])
+        elif isinstance(argv, list) and argv[:1] == ["mlm"]:
             from seqcls.mlm.cli import make_mlm_cli
 
             make_mlm_cli(argv[1:])

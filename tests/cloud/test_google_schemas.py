@@ -123,3 +123,42 @@ def test_every_gpu_in_the_launcher_table_is_a_vertex_accelerator() -> None:
     assert len(table) >= 8
     assert table <= set(aiplatform.AcceleratorType.__members__)
     assert "NVIDIA_TESLA_P100" not in table, "P100 is past its end of support"
+
+
+TUNE = ["--name", "search", "--tune", "8", "--parallel", "2"]
+
+
+def test_tuning_job_parses_as_a_hyperparameter_tuning_job(launcher: Launcher) -> None:
+    aiplatform = need_module("google.cloud.aiplatform_v1.types")
+    document = launcher.dry_run("train-cloud-gpu.sh", *TUNE)
+    # gcloud takes the display name as a flag; the rest is the job's own fields.
+    job = parse({"displayName": "search", **document}, aiplatform.HyperparameterTuningJob)
+    assert (job.max_trial_count, job.parallel_trial_count) == (8, 2)
+    study = job.study_spec
+    [metric] = study.metrics
+    assert metric.metric_id == "val/accuracy"
+    assert metric.goal == aiplatform.StudySpec.MetricSpec.GoalType.MAXIMIZE
+    specs = {p.parameter_id: p for p in study.parameters}
+    space = yaml.safe_load((REPO / "configs/tune/space.yaml").read_text())
+    assert list(specs) == list(space)
+    rate = specs["model.learning_rate"]
+    low, high = space["model.learning_rate"]["low"], space["model.learning_rate"]["high"]
+    assert (rate.double_value_spec.min_value, rate.double_value_spec.max_value) == (low, high)
+    assert rate.scale_type == aiplatform.StudySpec.ParameterSpec.ScaleType.UNIT_LOG_SCALE
+    assert list(specs["data.batch_size"].categorical_value_spec.values) == ["16", "32"]
+    epochs = specs["trainer.max_epochs"].integer_value_spec
+    assert (epochs.min_value, epochs.max_value) == (2, 5)
+    assert study.measurement_selection_type == (
+        aiplatform.StudySpec.MeasurementSelectionType.BEST_MEASUREMENT
+    )
+    trial = job.trial_job_spec
+    assert trial.base_output_directory.output_uri_prefix == "gs://my-bucket/runs/search"
+    args = list(trial.worker_pool_specs[0].container_spec.args)
+    assert args[0] == "fit"
+    assert not any(arg.startswith("--trainer.default_root_dir") for arg in args)
+
+
+def test_tuning_job_keys_are_camel_case(launcher: Launcher) -> None:
+    document = launcher.dry_run("train-cloud-gpu.sh", *TUNE)
+    bad = [k for k in keys(document) if not CAMEL_CASE.fullmatch(k)]
+    assert bad == []

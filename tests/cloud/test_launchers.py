@@ -342,6 +342,17 @@ MISTAKES = [
      "stack configs/trainer/gpu.yaml instead"),
     (TPU, [*REQUIRED, "--nodes", "2"], "unknown option '--nodes'"),
     (GPU, [*REQUIRED, "--name", "my run"], "--name my run: use letters"),
+    (GPU, [*REQUIRED, "--tune", "x"], "--tune x: expected a whole number >= 1"),
+    (GPU, [*REQUIRED, "--tune", "2", "--parallel", "3"], "--parallel 3: more than the 2 trials"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-algorithm", "HILL_CLIMB"],
+     "--tune-algorithm HILL_CLIMB: one of ALGORITHM_UNSPECIFIED, GRID_SEARCH, RANDOM_SEARCH"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-space", "no/such.yaml"],
+     "--tune-space no/such.yaml: cannot read it"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-space", "configs/local.yaml"],
+     "--tune-space configs/local.yaml: trainer: unknown keys accelerator, default_root_dir"),
+    (GPU, [*REQUIRED, "--tune", "2", "--", "fit", "--trainer.default_root_dir", "gs://b/r"],
+     "--tune: leave --trainer.default_root_dir out after --"),
+    (TPU, [*REQUIRED, "--tune", "2"], "unknown option '--tune'"),
 ]  # fmt: skip
 
 
@@ -377,7 +388,34 @@ def test_documented_launches_are_valid(launcher: Launcher) -> None:
         if "--dry-run" not in args:
             args.insert(0, "--dry-run")
         result = launcher(Path(path).name, *args)
-        assert yaml.safe_load(result.stdout)["workerPoolSpecs"], line
+        spec = yaml.safe_load(result.stdout)
+        assert spec.get("trialJobSpec", spec)["workerPoolSpecs"], line
         # No documented launch is one the launcher warns about (too few reducers, a token).
         assert result.stderr == "", line
     assert launcher.calls() == []
+
+
+def test_tune_makes_a_tuning_job_of_the_same_custom_job(launcher: Launcher) -> None:
+    plain = launcher.dry_run(GPU, "--name", "search", "--spot")
+    out = launcher(GPU, "--dry-run", *REQUIRED, "--name", "search", "--spot", "--tune", "12",
+                   "--parallel", "3", "--tune-metric", "val/mse").stdout  # fmt: skip
+    assert (
+        "#   gcloud ai hp-tuning-jobs create --project my-project --region us-central1"
+        " --display-name search --max-trial-count 12 --parallel-trial-count 3 --config job.yaml\n"
+    ) in out
+    assert "# Run directories: gs://my-bucket/runs/search/TRIAL_ID, one per trial" in out
+    job = yaml.safe_load(out)
+    assert job["trialJobSpec"] == plain
+    assert (job["maxTrialCount"], job["parallelTrialCount"]) == (12, 3)
+    assert job["studySpec"]["metrics"] == [{"metricId": "val/mse", "goal": "MINIMIZE"}]
+    space = yaml.safe_load((REPO / "configs/tune/space.yaml").read_text())
+    ids = [p["parameterId"] for p in job["studySpec"]["parameters"]]
+    assert ids == list(space)
+
+
+def test_tune_without_dry_run_submits_the_preview(launcher: Launcher) -> None:
+    launcher(GPU, *REQUIRED, "--name", "search", "--tune", "4")
+    [create] = launcher.calls()
+    assert create.startswith("ai hp-tuning-jobs create --project my-project")
+    preview = Launcher(launcher.bin.parent / "preview")
+    assert launcher.submitted_spec() == preview.dry_run(GPU, "--name", "search", "--tune", "4")

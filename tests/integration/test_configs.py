@@ -10,7 +10,10 @@ import yaml
 from seqcls.cli import make_cli
 from seqcls.mlm.cli import make_mlm_cli
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
+ROOT = Path(__file__).resolve().parents[2] / "configs"
+# configs/tune holds search spaces for seqcls tune, not fit configs (checked below).
+CONFIGS = sorted(p for p in ROOT.rglob("*.yaml") if p.parent.name != "tune")
+SPACES = sorted((ROOT / "tune").glob("*.yaml"))
 # A config may leave the model unset; a placeholder makes it parse on its own.
 BASE = ["--model.model_name_or_path", "some/model"]
 
@@ -55,3 +58,30 @@ def test_config_parses_and_every_value_takes_effect(
     again = tmp_path / "printed.yaml"
     again.write_text(yaml.safe_dump(printed_config(capsys, *BASE, "--config", str(path), cli=cli)))
     assert leaves(printed_config(capsys, "--config", str(again), cli=cli)) == printed
+
+
+class Midpoint:
+    """Stands in for an Optuna trial: the middle of each range, the first of each list."""
+
+    def suggest_float(self, name: str, low: float, high: float, **_: object) -> float:
+        return (low + high) / 2
+
+    def suggest_int(self, name: str, low: int, high: int, **_: object) -> int:
+        return (low + high) // 2
+
+    def suggest_categorical(self, name: str, choices: list[object]) -> object:
+        return choices[0]
+
+
+@pytest.mark.parametrize("path", SPACES, ids=lambda path: path.name)
+def test_search_space_names_fit_flags_that_take_its_values(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from seqcls.tune.space import SearchSpace
+
+    space = SearchSpace.from_yaml(path.read_text(), str(path))
+    values = space.suggest(Midpoint())
+    assert len(values) >= 3
+    printed = leaves(printed_config(capsys, *BASE, *space.flags(values)))
+    for flag, value in values.items():
+        assert printed[flag] == value, flag

@@ -34,7 +34,7 @@ def test_help_lists_every_subcommand_without_importing_lightning() -> None:
 
 def test_the_listing_matches_the_command_line_interfaces() -> None:
     classifier = set(LightningCLI.subcommands())
-    assert set(SUBCOMMANDS) == classifier | {"mlm"}
+    assert set(SUBCOMMANDS) == classifier | {"mlm", "tune"}
     mlm = "|".join(MaskedLMCLI.subcommands())
     assert f"seqcls mlm {mlm}" in SUBCOMMANDS["mlm"]
 
@@ -55,3 +55,11 @@ def test_mlm_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Lightning Trainer command line tool" not in shown
     for name in MaskedLMCLI.subcommands():
         assert name in shown
+
+
+def test_tune_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["tune", "--help"])
+    shown = capsys.readouterr().out
+    assert "seqcls tune: search seqcls fit's flags with Optuna" in shown
+    for option in ["space", "n_trials", "timeout", "metric", "prune", "seeds"]:
+        assert f"--tune.{option}" in shown, option

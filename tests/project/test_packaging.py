@@ -25,6 +25,16 @@ def test_installed_and_pinned_versions_satisfy_the_ranges(requirement: Requireme
     assert requirement.specifier.contains(version(requirement.name), prereleases=True)
 
 
+@pytest.mark.parametrize(
+    "requirement", [Requirement(line) for line in PROJECT["optional-dependencies"]["tune"]], ids=str
+)
+def test_the_tune_extra_is_pinned_and_installed(requirement: Requirement) -> None:
+    # scripts/test.sh installs it: seqcls tune's tests need Optuna on a fresh machine.
+    pinned = PINS[requirement.name.lower()]
+    assert requirement.specifier.contains(pinned), f"constraints.txt pins {pinned}"
+    assert version(requirement.name) == str(pinned)
+
+
 def test_jsonargparse_5_is_excluded() -> None:
     # Lightning 2.6 calls jsonargparse APIs that version 5 removes.
     (jsonargparse,) = [r for r in DEPENDENCIES if r.name == "jsonargparse"]

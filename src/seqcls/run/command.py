@@ -20,6 +20,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 from transformers import PreTrainedModel
 
+from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
@@ -162,6 +163,9 @@ class RunCLI(LightningCLI):
         ]
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
+        if in_vertex():
+            # A trial of a Vertex AI tuning job reads its metric from the file this writes.
+            callbacks.append(HypertuneReporter())
         # The configurable best-checkpoint callback (--checkpoint.*), plus last.ckpt; both
         # are left out when checkpointing is switched off, which Lightning would reject.
         keys = self._parser(self.subcommand).callback_keys

@@ -1,0 +1,151 @@
+"""The search space: which ``seqcls fit`` flags a search varies, and over what values.
+
+A YAML file maps each flag, without its leading ``--``, to its range (configs/tune/space.yaml
+is the default)::
+
+    model.learning_rate: {low: 1.0e-5, high: 2.0e-4, log: true}   # a float, on a log scale
+    trainer.max_epochs: {low: 2, high: 6}                         # whole numbers: an int
+    data.batch_size: {choices: [16, 32]}                          # one of a list
+
+``seqcls tune`` asks Optuna for each trial's values; ``scripts/train-cloud-gpu.sh --tune``
+turns the same file into Vertex AI's parameter specs. This module needs only PyYAML, so the
+launcher can read a space without the training stack.
+"""
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import yaml
+
+from seqcls.errors import ConfigurationError
+
+Value = bool | int | float | str
+_KEYS = {"low", "high", "log", "step", "choices"}
+
+
+class Suggests(Protocol):
+    """What a search space asks of an Optuna trial (``optuna.Trial`` has these methods)."""
+
+    def suggest_float(
+        self, name: str, low: float, high: float, *, step: float | None = None, log: bool = False
+    ) -> float: ...
+
+    def suggest_int(
+        self, name: str, low: int, high: int, *, step: int = 1, log: bool = False
+    ) -> int: ...
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One flag of the search: a range (``low``..``high``) or a list of ``choices``."""
+
+    flag: str
+    low: float = 0.0
+    high: float = 0.0
+    log: bool = False
+    step: float | None = None
+    choices: tuple[Value, ...] = ()
+
+    @property
+    def is_int(self) -> bool:
+        values = (self.low, self.high, self.step)
+        return not self.choices and all(isinstance(v, int) for v in values if v is not None)
+
+    def suggest(self, trial: Suggests) -> Value:
+        if self.choices:
+            value: Value = trial.suggest_categorical(self.flag, list(self.choices))
+            return value
+        if self.is_int:
+            step = int(self.step or 1)
+            low, high = int(self.low), int(self.high)
+            return trial.suggest_int(self.flag, low, high, step=step, log=self.log)
+        return trial.suggest_float(self.flag, self.low, self.high, step=self.step, log=self.log)
+
+
+class SearchSpace:
+    """The parameters of a search, in the order of the file."""
+
+    def __init__(self, parameters: list[Parameter], source: str = "the search space") -> None:
+        self.parameters = parameters
+        self.source = source
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str) -> "SearchSpace":
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigurationError(f"--tune.space {source}: not YAML ({error})") from None
+        if not isinstance(document, Mapping) or not document:
+            raise ConfigurationError(
+                f"--tune.space {source}: expected a mapping of flags to ranges, "
+                "e.g. model.learning_rate: {low: 1.0e-5, high: 1.0e-4, log: true}"
+            )
+        problems: list[str] = []
+        parameters = [_parameter(str(flag), spec, problems) for flag, spec in document.items()]
+        if problems:
+            raise ConfigurationError(f"--tune.space {source}: " + "; ".join(problems))
+        return cls(parameters, source)
+
+    def suggest(self, trial: Suggests) -> dict[str, Value]:
+        """One value per flag, chosen by ``trial``."""
+        return {parameter.flag: parameter.suggest(trial) for parameter in self.parameters}
+
+    def flags(self, values: Mapping[str, Value]) -> list[str]:
+        """``values`` as ``seqcls fit`` arguments: ``--model.learning_rate 3e-05``."""
+        return [arg for flag, value in values.items() for arg in (f"--{flag}", _text(value))]
+
+
+def nested(values: Mapping[str, Value]) -> dict[str, Any]:
+    """``{"model.learning_rate": x}`` as a stacking config, ``{"model": {"learning_rate": x}}``."""
+    config: dict[str, Any] = {}
+    for flag, value in values.items():
+        *sections, key = flag.split(".")
+        node = config
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[key] = value
+    return config
+
+
+def _text(value: Value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
+    example = "{low: 1.0e-5, high: 1.0e-4, log: true} or {choices: [16, 32]}"
+    if flag.startswith("-") or not all(part.isidentifier() for part in flag.split(".")):
+        problems.append(f"{flag}: name a fit flag without its dashes, e.g. model.learning_rate")
+        return Parameter(flag)
+    if not isinstance(spec, Mapping) or not spec or set(spec) - _KEYS:
+        unknown = sorted(set(spec) - _KEYS) if isinstance(spec, Mapping) else []
+        what = f"unknown keys {', '.join(unknown)}" if unknown else f"got {spec!r}"
+        problems.append(f"{flag}: {what}; expected {example}")
+        return Parameter(flag)
+    if "choices" in spec:
+        choices = spec["choices"]
+        if set(spec) != {"choices"} or not isinstance(choices, list) or not choices:
+            problems.append(f"{flag}: choices is a non-empty list, with no low/high beside it")
+            return Parameter(flag)
+        return Parameter(flag, choices=tuple(choices))
+    low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
+    numbers = [v for v in (low, high, step) if v is not None]
+    if low is None or high is None or not all(_is_number(v) for v in numbers):
+        problems.append(f"{flag}: low and high are numbers; expected {example}")
+        return Parameter(flag)
+    log = bool(spec.get("log", False))
+    if not low < high or (log and low <= 0) or (log and step is not None):
+        problems.append(
+            f"{flag}: needs low < high, and with log: true a low above 0 and no step "
+            f"(got low {low}, high {high}{', step ' + str(step) if step is not None else ''})"
+        )
+    return Parameter(flag, low=low, high=high, log=log, step=step)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

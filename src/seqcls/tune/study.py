@@ -1,0 +1,261 @@
+"""The study of a search: SQLite in the run directory, its trials as run directories.
+
+``RUN/study.db`` holds every trial. A ``gs://`` run directory cannot hold a live SQLite file,
+so the study is worked on in a local copy that is fetched at the start and uploaded after
+each trial. A trial still marked running was cut short (the process was stopped): the next
+search continues it first, in its own run directory, from its ``last.ckpt``.
+"""
+
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import optuna
+from optuna.trial import TrialState
+
+from seqcls.cloud.storage import (
+    download_file,
+    exists,
+    is_remote,
+    read_text,
+    upload_dir,
+    upload_file,
+    write_text,
+)
+from seqcls.errors import ConfigurationError
+from seqcls.tune import outputs
+from seqcls.tune.space import SearchSpace
+from seqcls.tune.trial import Job, TrialReporter, run_trial
+
+log = logging.getLogger(__name__)
+STUDY_FILE = "study.db"
+STUDY_NAME = "seqcls"
+
+
+@dataclass
+class PendingTrial:
+    """A trial about to run: the Optuna trial and the job every rank runs."""
+
+    jobs: "TrialJobs"
+    trial: optuna.Trial
+    job: Job
+
+    def run(self, fit_args: list[str], *, prune: bool) -> None:
+        jobs = self.jobs
+        reporter = TrialReporter(self.trial, jobs.metric, jobs.mode, prune)
+        try:
+            outcome = run_trial(self.job, fit_args, reporter)
+        except ConfigurationError as error:
+            # Not the parameters' fault: the trial is not counted, and the search stops, as
+            # the next trial would stop the same way.
+            self.trial.set_user_attr("error", str(error))
+            jobs.study.tell(self.trial, state=TrialState.FAIL)
+            jobs.finished(self.trial.number)
+            raise
+        except Exception:
+            log.exception("Trial %d failed; the search goes on", self.job.number)
+            jobs.study.tell(self.trial, state=TrialState.FAIL)
+            jobs.finished(self.trial.number)
+            return
+        if outcome.values:
+            step = max(outcome.values, key=lambda sv: sv[1] * (1 if jobs.mode == "max" else -1))
+            self.trial.set_user_attr("best_step", step[0])
+        if outcome.pruned:
+            jobs.study.tell(self.trial, state=TrialState.PRUNED)
+        elif outcome.best is None:
+            log.warning(
+                "Trial %d never validated %s: counted as failed", self.job.number, jobs.metric
+            )
+            jobs.study.tell(self.trial, state=TrialState.FAIL)
+        else:
+            jobs.study.tell(self.trial, outcome.best)
+        jobs.finished(self.trial.number)
+
+
+class TrialJobs:
+    """The study of run directory ``root``, worked on in ``local`` (a folder)."""
+
+    def __init__(
+        self, study: optuna.Study, root: str, local: Path, metric: str, mode: Literal["min", "max"]
+    ) -> None:
+        self.study = study
+        self.root = root
+        self.local = local
+        self.metric = metric
+        self.mode = mode
+
+    def trials_to_run(
+        self, space: SearchSpace, n_trials: int, deadline: float | None = None
+    ) -> Iterator[PendingTrial]:
+        """Trials cut short first, then new ones until the study holds ``n_trials`` finished
+        or the clock (``time.monotonic()``) passes ``deadline``."""
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            log.info("Trial %d was cut short: continuing it", frozen.number)
+            trial = optuna.Trial(self.study, frozen._trial_id)
+            yield self._pending(trial, space.flags(frozen.params))
+        while self._finished_count() < n_trials:
+            if deadline is not None and time.monotonic() > deadline:
+                log.info("--tune.timeout reached: no new trial starts")
+                return
+            trial = self.study.ask()
+            values = space.suggest(trial)
+            trial.set_user_attr("run_dir", self._run_dir(trial.number))
+            yield self._pending(trial, space.flags(values))
+
+    def _pending(self, trial: optuna.Trial, flags: list[str]) -> PendingTrial:
+        job = Job(trial.number, self._run_dir(trial.number), flags)
+        log.info("Trial %d: %s in %s", trial.number, " ".join(flags), job.run_dir)
+        return PendingTrial(self, trial, job)
+
+    def _run_dir(self, number: int) -> str:
+        return os.path.join(self.root, "trials", f"trial-{number:03d}")
+
+    def _finished_count(self) -> int:
+        """Trials finished, except those stopped by a configuration mistake."""
+        finished = self.study.get_trials(deepcopy=False, states=outputs.FINISHED)
+        return sum("error" not in trial.user_attrs for trial in finished)
+
+    def finished(self, number: int) -> None:
+        """After trial ``number``: its TensorBoard hparams, and the study saved to the bucket."""
+        trial = self.study.get_trials(deepcopy=False)[number]
+        outputs.write_hparams(self.local / "logs", trial, self.metric)
+        self.sync()
+
+    def sync(self) -> None:
+        if not is_remote(self.root):
+            return
+        upload_file(self.local / STUDY_FILE, os.path.join(self.root, STUDY_FILE))
+        if (self.local / "logs").is_dir():
+            upload_dir(self.local / "logs", os.path.join(self.root, "logs"))
+
+    def write_outputs(self, command: str) -> None:
+        direction = "min" if self.mode == "min" else "max"
+        written = outputs.write_all(self.study, self.root, self.metric, direction, command)
+        log.debug("Wrote %s in %s", ", ".join(written), self.root)
+
+    def log_summary(self) -> None:
+        best = outputs.best_trial(self.study)
+        counts = {
+            state.name.lower(): len(self.study.get_trials(deepcopy=False, states=(state,)))
+            for state in outputs.FINISHED
+        }
+        shown = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+        if best is None:
+            log.info("Search in %s: %s; no trial completed", self.root, shown or "no trials")
+            return
+        log.info(
+            "Search in %s: %s; best %s = %.6g (trial %d): %s",
+            self.root,
+            shown,
+            self.metric,
+            best.value,
+            best.number,
+            os.path.join(self.root, "best.yaml"),
+        )
+
+    def seeds(self, count: int, first_seed: int) -> Iterator[Job]:
+        """Jobs that fit the best parameters with ``count`` seeds; skipped when already done."""
+        best = outputs.best_trial(self.study)
+        if best is None:
+            log.warning("--tune.seeds: no complete trial to re-run")
+            return
+        space_flags = [a for n, v in best.params.items() for a in (f"--{n}", _text(v))]
+        for seed in range(first_seed, first_seed + count):
+            run_dir = os.path.join(self.root, "seeds", f"seed-{seed}")
+            if _validated(run_dir):
+                continue
+            yield Job(-1, run_dir, [*space_flags, "--seed_everything", str(seed)])
+
+    def write_seeds(self, count: int, first_seed: int) -> str | None:
+        results: dict[int, dict[str, float]] = {}
+        for seed in range(first_seed, first_seed + count):
+            text = read_text(os.path.join(self.root, "seeds", f"seed-{seed}", "metrics.json"))
+            if text is not None:
+                results[seed] = outputs.seed_values(json.loads(text))
+        if not results:
+            return None
+        path = os.path.join(self.root, "seeds.md")
+        write_text(path, outputs.seeds_summary(results, self.metric))
+        values = [r[self.metric] for r in results.values() if self.metric in r]
+        if values:
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            log.info(
+                "Best parameters over %d seed(s): %s = %.4f ± %.4f (%s)",
+                len(values),
+                self.metric,
+                statistics.fmean(values),
+                spread,
+                path,
+            )
+        return path
+
+
+def _validated(run_dir: str) -> bool:
+    text = read_text(os.path.join(run_dir, "metrics.json"))
+    return text is not None and bool(json.loads(text).get("fit", {}).get("validated"))
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+@contextmanager
+def open_study(
+    root: str, metric: str, mode: Literal["min", "max"], seed: int
+) -> Iterator[TrialJobs]:
+    """The study of run directory ``root``, created or loaded; saved back when done."""
+    with tempfile.TemporaryDirectory(prefix="seqcls-tune-") as scratch:
+        local = Path(root) if not is_remote(root) else Path(scratch)
+        local.mkdir(parents=True, exist_ok=True)
+        remote_db = os.path.join(root, STUDY_FILE)
+        if is_remote(root) and exists(remote_db):
+            download_file(remote_db, local / STUDY_FILE)
+        storage = f"sqlite:///{(local / STUDY_FILE).resolve()}"
+        wanted = optuna.study.StudyDirection.MINIMIZE if mode == "min" else None
+        direction: Literal["minimize", "maximize"] = "minimize" if mode == "min" else "maximize"
+        existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+        if STUDY_NAME in existing:
+            found = existing[STUDY_NAME].direction
+            if (found == optuna.study.StudyDirection.MINIMIZE) != (wanted is not None):
+                raise ConfigurationError(
+                    f"{remote_db}: the study there {found.name.lower()}s, but {metric} should be "
+                    f"{direction}d; give the search its own --trainer.default_root_dir"
+                )
+            stored = _stored_metric(storage)
+            if stored is not None and stored != metric:
+                raise ConfigurationError(
+                    f"{remote_db}: the study there optimises {stored}, not {metric}; pass "
+                    f"--tune.metric {stored} or give the search its own --trainer.default_root_dir"
+                )
+        done = existing[STUDY_NAME].n_trials if STUDY_NAME in existing else 0
+        study = optuna.create_study(
+            storage=storage,
+            study_name=STUDY_NAME,
+            direction=direction,
+            load_if_exists=True,
+            # Seeded by the trials so far: a resumed search does not propose the same again.
+            sampler=optuna.samplers.TPESampler(seed=seed + done),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+        )
+        study.set_user_attr("metric", metric)
+        jobs = TrialJobs(study, root, local, metric, mode)
+        try:
+            yield jobs
+        finally:
+            jobs.sync()
+
+
+def _stored_metric(storage: str) -> str | None:
+    study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
+    metric = study.user_attrs.get("metric")
+    return str(metric) if metric is not None else None

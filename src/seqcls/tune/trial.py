@@ -1,0 +1,101 @@
+"""One trial: a ``seqcls fit`` run whose validations report to the study and may prune it.
+
+The trial's parameters are ``seqcls fit`` flags, so its run directory is a normal one: its
+``config.yaml`` reproduces it, and running the trial again resumes it from ``last.ckpt``.
+Under DDP only global rank 0 holds the Optuna trial; it decides whether to prune and every
+rank stops together.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytorch_lightning as pl
+
+from seqcls.classifier_cli import SeqclsCLI
+from seqcls.data.classification import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.run.command import run_cli
+
+
+@dataclass
+class Job:
+    """What every rank needs to run trial ``number``: its flags and its run directory."""
+
+    number: int
+    run_dir: str
+    flags: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "run_dir": self.run_dir, "flags": self.flags}
+
+
+@dataclass
+class Outcome:
+    """How the trial ended: the best value of the metric it saw, and whether it was pruned."""
+
+    best: float | None = None
+    pruned: bool = False
+    values: list[tuple[int, float]] = field(default_factory=list)
+
+
+class TrialReporter(pl.Callback):
+    """After each validation: note ``metric``, report it to ``trial`` and prune on its word.
+
+    ``trial`` is the Optuna trial on global rank 0 and None on the other ranks, which take
+    rank 0's decision through ``trainer.strategy.broadcast``.
+    """
+
+    def __init__(self, trial: Any, metric: str, mode: Literal["min", "max"], prune: bool) -> None:
+        self.trial = trial
+        self.metric = metric
+        self.mode = mode
+        self.prune = prune
+        self.outcome = Outcome()
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.metric)
+        if value is None and self.trial is not None:
+            logged = sorted(n for n in trainer.callback_metrics if n.startswith("val"))
+            raise ConfigurationError(
+                f"--tune.metric {self.metric}: not logged at validation; "
+                f"choose one of {', '.join(logged)}"
+            )
+        stop = False
+        if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
+            self._note(trainer.global_step, float(value))
+            if self.trial is not None:
+                self.trial.report(float(value), step=trainer.global_step)
+                stop = self.prune and self.trial.should_prune()
+        stop = bool(trainer.strategy.broadcast(stop, src=0))
+        if stop:
+            self.outcome.pruned = True
+            trainer.should_stop = True
+
+    def _note(self, step: int, value: float) -> None:
+        self.outcome.values.append((step, value))
+        best = self.outcome.best
+        if best is None or (value < best if self.mode == "min" else value > best):
+            self.outcome.best = value
+
+
+class TrialCLI(SeqclsCLI):
+    """``seqcls fit`` with the trial's reporter among the callbacks."""
+
+    reporter: TrialReporter | None = None
+
+    def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
+        given = self._get(self.config_init, "trainer", default={}).get("callbacks") or []
+        extra = [self.reporter] if self.reporter is not None else []
+        return super().instantiate_trainer(**kwargs, callbacks=[*given, *extra])
+
+
+def run_trial(job: Job, base_args: list[str], reporter: TrialReporter) -> Outcome:
+    """``seqcls fit BASE_ARGS TRIAL_FLAGS --trainer.default_root_dir RUN_DIR`` in this process."""
+    cli_class = type("TrialCLI", (TrialCLI,), {"reporter": reporter})
+    args = ["fit", *base_args, *job.flags, "--trainer.default_root_dir", job.run_dir]
+    run_cli(cli_class, SequenceClassifier, TextClassificationDataModule, args, True)
+    return reporter.outcome

@@ -1,0 +1,81 @@
+"""``seqcls tune`` with a gs:// run directory, on the GCS emulator: the study (SQLite) is
+copied to the bucket after each trial and back at the next start, which resumes it."""
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import fsspec
+import pytest
+from gcs_emulator import available, emulated_gcs
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+BUCKET = "seqcls-tune"
+RUN = f"gs://{BUCKET}/search"
+TIMEOUT_S = 300
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFileSystem]:
+    if not available():
+        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
+    with emulated_gcs(BUCKET), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEQCLS_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield fsspec.filesystem("gs")
+
+
+def tune(model: Path, work: Path, trials: int) -> str:
+    space = work / "space.yaml"
+    space.write_text("model.learning_rate: {low: 1.0e-4, high: 3.0e-3, log: true}\n")
+    args = [
+        "tune",
+        "--model.model_name_or_path", str(model),
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "32",
+        "--data.batch_size", "16",
+        "--trainer.max_epochs", "1",
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.default_root_dir", RUN,
+        "--tune.space", str(space),
+        "--tune.n_trials", str(trials),
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "seqcls.cli", *args],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout + done.stderr
+
+
+def test_the_study_lives_in_the_bucket_and_resumes(
+    gcs: fsspec.AbstractFileSystem, tiny_bert: Path, tmp_path: Path
+) -> None:
+    tune(tiny_bert, tmp_path, 2)
+    gcs.invalidate_cache()
+    names = {p.removeprefix(f"{BUCKET}/search/") for p in gcs.find(f"{BUCKET}/search")}
+    for name in ["study.db", "best.yaml", "trials.csv", "trials.md"]:
+        assert name in names, name
+    for trial in ["trial-000", "trial-001"]:
+        assert f"trials/{trial}/config.yaml" in names
+        assert f"trials/{trial}/metrics.json" in names
+        assert any(n.startswith(f"logs/{trial}/events.out.tfevents") for n in names), trial
+    assert not any(n.startswith("trials/trial-002") for n in names)
+
+    tune(tiny_bert, tmp_path, 3)  # a new process: the study comes back from the bucket
+    gcs.invalidate_cache()
+    table = gcs.cat_file(f"{BUCKET}/search/trials.csv").decode()
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert [row["trial"] for row in rows] == ["0", "1", "2"]
+    assert gcs.exists(f"{BUCKET}/search/trials/trial-002/metrics.json")
+    assert gcs.cat_file(f"{BUCKET}/search/importance.png")[:4] == b"\x89PNG"

@@ -1,0 +1,92 @@
+"""The search-space file: what it accepts, what it refuses in one line, and its Vertex AI form."""
+
+from typing import Any
+
+import pytest
+
+from seqcls.errors import ConfigurationError
+from seqcls.tune.space import SearchSpace, nested
+from seqcls.tune.vertex import goal, parameter_spec, study_spec
+
+SPACE = """\
+model.learning_rate: {low: 1.0e-5, high: 1.0e-3, log: true}
+model.warmup_ratio: {low: 0.0, high: 0.2, step: 0.1}
+trainer.max_epochs: {low: 2, high: 6, step: 2}
+data.batch_size: {choices: [16, 32]}
+data.padding: {choices: [longest, max_length]}
+"""
+
+
+class Recorder:
+    """Records what the space asks of an Optuna trial; answers with the low end or first choice."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[Any, ...]] = []
+
+    def suggest_float(self, name: str, low: float, high: float, *, step: Any, log: bool) -> float:
+        self.asked.append(("float", name, low, high, step, log))
+        return low
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int, log: bool) -> int:
+        self.asked.append(("int", name, low, high, step, log))
+        return low
+
+    def suggest_categorical(self, name: str, choices: list[Any]) -> Any:
+        self.asked.append(("categorical", name, choices))
+        return choices[0]
+
+
+def test_each_kind_of_range_asks_the_trial_its_way() -> None:
+    trial = Recorder()
+    values = SearchSpace.from_yaml(SPACE, "space.yaml").suggest(trial)
+    assert trial.asked == [
+        ("float", "model.learning_rate", 1e-5, 1e-3, None, True),
+        ("float", "model.warmup_ratio", 0.0, 0.2, 0.1, False),
+        ("int", "trainer.max_epochs", 2, 6, 2, False),
+        ("categorical", "data.batch_size", [16, 32]),
+        ("categorical", "data.padding", ["longest", "max_length"]),
+    ]
+    assert nested(values)["model"] == {"learning_rate": 1e-5, "warmup_ratio": 0.0}
+    assert SearchSpace.from_yaml(SPACE, "s").flags({"model.learning_rate": 3e-05}) == [
+        "--model.learning_rate",
+        "3e-05",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- model.learning_rate\n", "expected a mapping of flags to ranges"),
+        ("--model.learning_rate: {low: 1, high: 2}\n", "name a fit flag without its dashes"),
+        ("model.learning_rate: {low: 1.0e-5}\n", "low and high are numbers"),
+        ("model.learning_rate: {low: 0.1, high: 0.01}\n", "needs low < high"),
+        ("model.learning_rate: {low: 0.0, high: 0.1, log: true}\n", "a low above 0"),
+        ("model.learning_rate: {min: 0.0, max: 0.1}\n", "unknown keys max, min"),
+        ("data.batch_size: {choices: []}\n", "choices is a non-empty list"),
+        ("data.batch_size: [16, 32]\n", "got [16, 32]"),
+    ],
+)
+def test_mistakes_name_the_file_and_the_flag(text: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        SearchSpace.from_yaml(text, "space.yaml")
+    assert str(error.value).startswith("--tune.space space.yaml: ")
+    assert message in str(error.value)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    text = "a.b: {low: 2, high: 1}\nc.d: {choices: []}\n"
+    with pytest.raises(ConfigurationError, match=r"a\.b: needs low < high.*; c\.d: choices"):
+        SearchSpace.from_yaml(text, "space.yaml")
+
+
+def test_vertex_parameters_pass_values_an_int_flag_accepts() -> None:
+    space = SearchSpace.from_yaml(SPACE, "space.yaml")
+    specs = {p.flag: parameter_spec(p) for p in space.parameters}
+    assert specs["model.learning_rate"]["scaleType"] == "UNIT_LOG_SCALE"
+    assert specs["model.warmup_ratio"]["discreteValueSpec"] == {"values": [0.0, 0.1, 0.2]}
+    # Vertex passes discrete values as floats ("4.0"): whole numbers go as categories.
+    assert specs["trainer.max_epochs"]["categoricalValueSpec"] == {"values": ["2", "4", "6"]}
+    assert specs["data.batch_size"]["categoricalValueSpec"] == {"values": ["16", "32"]}
+    assert goal("val/mse") == "MINIMIZE"
+    assert goal("val_matched/accuracy") == "MAXIMIZE"
+    assert study_spec(space, "val/f1", "RANDOM_SEARCH")["algorithm"] == "RANDOM_SEARCH"
