@@ -38,7 +38,7 @@ def best_yaml(study: optuna.Study, metric: str, command: str, path: str) -> str 
     header = (
         f"# Best of {len(study.trials)} trial(s) of seqcls tune: {metric} = {best.value:.6g} "
         f"(trial {best.number}, {best.user_attrs.get('run_dir', '')}).\n"
-        f"# Stack it onto the configs of the search: {command} --config {path}\n"
+        f"# Stack it onto the configs and flags of the search: {command} --config {path}\n"
     )
     return header + yaml.safe_dump(nested(best.params), sort_keys=False)
 
