@@ -1,13 +1,25 @@
 """Packed batches give the logits, the loss and every gradient of the same rows unpacked."""
 
 import random
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import pytorch_lightning as pl
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
+from pytorch_lightning.accelerators import CPUAccelerator
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    PreTrainedModel,
+)
 
-from seqcls.data.packing import pack
+from seqcls.data.classification import TextClassificationDataModule
+from seqcls.data.packing import is_packed, pack
+from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.first_token import compute_last_layer_for_first_token, supports_first_token_only
 from seqcls.model.packed_forward import PackedForward
 
@@ -35,6 +47,8 @@ EXTRA: dict[str, dict[str, Any]] = {
         "pos_att_type": ["p2c", "c2p"],
     },
 }
+SAMPLE = Path(__file__).resolve().parents[2] / "data/sample"
+LABEL_NAMES = ["account", "billing", "shipping", "technical"]
 SERVED = {"bert": "mask", "roberta": "mask", "xlm-roberta": "mask", "electra": "mask"}
 SERVED["deberta-v2"] = "encoder"
 
@@ -151,3 +165,69 @@ def test_the_check_leaves_every_module_in_its_mode() -> None:
     assert model.training
     assert model.bert.encoder.training
     assert not model.bert.pooler.training
+
+
+def classifier(path: Path, tmp_path: Path) -> SequenceClassifier:
+    torch.manual_seed(0)
+    model = SequenceClassifier(str(path), label_names=LABEL_NAMES)
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.log = lambda *args, **kwargs: None  # type: ignore[method-assign]  # no logger here
+    return model
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
+def test_a_packed_training_step_equals_the_padded_one(
+    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    path = request.getfixturevalue(fixture)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    texts = ["hi", "where is my parcel today", "ok then", "a much longer question about a bill"]
+    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(texts * 3)]
+    model = classifier(path, tmp_path)
+    assert model.packed_forward.served
+    model.model.eval()  # no dropout: the two runs must see the same network
+
+    def loss_and_gradients(batch: Any) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        loss = model.training_step(batch, 0)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    packed = pack(features, 32, tokenizer.pad_token_id)
+    assert len(packed["input_ids"]) < len(features)
+    whole_loss, whole_gradients = loss_and_gradients(DataCollatorWithPadding(tokenizer)(features))
+    packed_loss, packed_gradients = loss_and_gradients(packed)
+    torch.testing.assert_close(packed_loss, whole_loss)
+    assert len(packed_gradients) == len(whole_gradients)
+    for packed_gradient, whole_gradient in zip(packed_gradients, whole_gradients, strict=True):
+        torch.testing.assert_close(packed_gradient, whole_gradient, rtol=1e-4, atol=1e-6)
+
+
+def test_packed_validation_and_prediction_match_unpacked(tiny_bert: Path, tmp_path: Path) -> None:
+    model = classifier(tiny_bert, tmp_path)
+    trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=str(tmp_path))  # fmt: skip
+    results = {}
+    for packing in (True, False):
+        data = TextClassificationDataModule(
+            train_file=str(SAMPLE / "train.csv"),
+            validation_file=str(SAMPLE / "validation.csv"),
+            tokenizer_name_or_path=str(tiny_bert),
+            batch_size=16,
+            cache_dir=str(tmp_path / "cache"),
+            packing=packing,
+        )
+        (metrics,) = trainer.validate(model, datamodule=data, verbose=False)
+        assert is_packed(next(iter(data.val_dataloader()[0]))) == packing
+        model.eval()
+        with torch.no_grad():
+            outputs = [model.predict_step(batch, 0) for batch in data.val_dataloader()[0]]
+        index = torch.cat([output["index"] for output in outputs])
+        assert sorted(index.tolist()) == list(range(len(index)))  # every row once, by index
+        scores = torch.cat([output["scores"] for output in outputs])
+        results[packing] = metrics, scores[index.argsort()]
+    (packed_metrics, packed_scores), (metrics, scores) = results[True], results[False]
+    assert packed_metrics.keys() == metrics.keys()
+    for name, value in metrics.items():
+        assert packed_metrics[name] == pytest.approx(value, abs=1e-5), name
+    torch.testing.assert_close(packed_scores, scores, rtol=1e-4, atol=1e-5)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.sub_batches import split_by_length
 
 Batch = dict[str, torch.Tensor]
 SEGMENT_IDS = "segment_ids"
@@ -114,3 +115,51 @@ def unpack(batch: Mapping[str, torch.Tensor], pad_token_id: int) -> Batch:
         if key in batch:
             unpacked[key] = batch[key]
     return unpacked
+
+
+# The measured cost model, in units of one token through the whole model and back (2-core
+# CPU, all-MiniLM-L6-v2, fp32; docs/benchmarks.md). Attention over a (model) row of length L
+# costs each of its tokens ATTENTION_PER_TOKEN * L more: SDPA with a mask computes the whole
+# square of the row, so long packed rows pay for attention their segments never use. Each
+# forward pass costs PASS_TOKENS on top.
+ATTENTION_PER_TOKEN = 0.0022
+PASS_TOKENS = 8.5
+# The packed row lengths tried, besides the batch's longest row (never shorter than it).
+ROW_LENGTHS = (32, 48, 64, 96, 128)
+
+
+def padded_cost(rows: int, length: int) -> float:
+    """The modelled cost of one forward pass over ``rows`` rows of ``length`` tokens."""
+    return rows * length * (1 + ATTENTION_PER_TOKEN * length) + PASS_TOKENS
+
+
+def best_row_length(lengths: Sequence[int]) -> tuple[int, float]:
+    """The packed row length of least modelled cost for these rows, and that cost."""
+    longest = max(lengths)
+    options = sorted({longest} | {length for length in ROW_LENGTHS if length > longest})
+    costs = {length: padded_cost(*packed_layout(lengths, length)) for length in options}
+    best = min(costs, key=lambda length: costs[length])
+    return best, costs[best]
+
+
+class PackOrSplit:
+    """A collate function: each batch packed (``pack``), or split into length-sorted pieces
+    by ``split`` (``SubBatches``, or a plain padding collate), whichever the cost model says
+    is cheaper, unless ``always`` packs every batch. The rows are the batch's either way."""
+
+    def __init__(self, split: Any, pieces: int, pad_token_id: int, *, always: bool) -> None:
+        self.split, self.pieces, self.pad_token_id = split, pieces, pad_token_id
+        self.always = always
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        lengths = [len(feature["input_ids"]) for feature in features]
+        row_length, packed = best_row_length(lengths)
+        if not self.always and self.split_cost(lengths) <= packed:
+            return self.split(features)
+        return pack(features, row_length, self.pad_token_id)
+
+    def split_cost(self, lengths: Sequence[int]) -> float:
+        return sum(
+            padded_cost(len(piece), max(lengths[row] for row in piece))
+            for piece in split_by_length(lengths, self.pieces)
+        )
