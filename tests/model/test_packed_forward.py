@@ -231,3 +231,22 @@ def test_packed_validation_and_prediction_match_unpacked(tiny_bert: Path, tmp_pa
     for name, value in metrics.items():
         assert packed_metrics[name] == pytest.approx(value, abs=1e-5), name
     torch.testing.assert_close(packed_scores, scores, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("problem_type", ["multi_label_classification", "regression"])
+def test_multi_label_and_regression_rows_pack_exactly(problem_type: str) -> None:
+    model = tiny_model("bert")
+    model.config.problem_type = problem_type
+    if problem_type == "regression":
+        model.config.num_labels = model.num_labels = 1
+        model.classifier = torch.nn.Linear(TINY["hidden_size"], 1)
+    forward = PackedForward(model)
+    features = rows()
+    for index, feature in enumerate(features):
+        multi_hot = [float(index % 2), 1.0, 0.0]
+        feature["labels"] = multi_hot if problem_type != "regression" else index / 3
+    batch = pack(features, 40, TINY["pad_token_id"])
+    expected = padded(features)
+    expected["labels"] = torch.tensor([feature["labels"] for feature in features])
+    packed = logits_loss_gradients(model, lambda: forward(batch))
+    assert_same(packed, logits_loss_gradients(model, lambda: model(**expected)))
