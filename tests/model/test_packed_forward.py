@@ -250,3 +250,11 @@ def test_multi_label_and_regression_rows_pack_exactly(problem_type: str) -> None
     expected["labels"] = torch.tensor([feature["labels"] for feature in features])
     packed = logits_loss_gradients(model, lambda: forward(batch))
     assert_same(packed, logits_loss_gradients(model, lambda: model(**expected)))
+
+
+def test_a_compiled_model_runs_packed_batches_unpacked(tiny_bert: Path) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABEL_NAMES, compile=True)
+    assert model.packed_forward.served
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.setup("fit")
+    assert not model.packed_forward.served

@@ -135,6 +135,8 @@ class SequenceClassifier(pl.LightningModule):
             # In place, so state_dict keys (checkpoints, export) stay those of the model.
             # Dynamic: every batch length would otherwise compile a graph of its own.
             self.model.compile(dynamic=True)
+            # The compiled graph would not see which tokens a packed batch's head reads.
+            self.packed_forward.route = None
 
     def forward(self, batch: Batch) -> Any:
         if is_packed(batch):
