@@ -45,6 +45,7 @@ class StepClock:
         self.device = torch.device("cpu")
         self.linear_weights = self.per_row_weights = 0
         self.attention_factor = 0
+        self.pad_token_id = 0
         self.steps = self.examples = self.real_tokens = self.computed_tokens = 0
         self.seconds = self.useful_flops = self.computed_flops = 0.0
         # examples, real tokens, computed tokens, useful and computed FLOPs of this step
@@ -63,6 +64,7 @@ class StepClock:
         config = getattr(model, "config", None)
         layers = getattr(config, "num_hidden_layers", 0)
         self.attention_factor = 12 * layers * getattr(config, "hidden_size", 0)
+        self.pad_token_id = getattr(config, "pad_token_id", None) or 0
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def begin(self, step: int) -> None:
@@ -115,16 +117,42 @@ class StepClock:
             return
         # Read after the clock started: a GPU waits here, but the step is not yet computed
         # either way, so counting costs one small host sync per batch on both sides.
-        lengths = mask.sum(dim=1).double()
-        batch, padded = mask.shape
         per_token, attention = 6 * self.linear_weights, self.attention_factor
         per_row = 6 * self.per_row_weights
+        if mask.dim() == 4:  # packed: several examples per row, a block-diagonal mask
+            self._count_packed(kwargs, mask, per_token, attention, per_row)
+            return
+        lengths = mask.sum(dim=1).double()
+        batch, padded = mask.shape
         self._pending[0] += batch
         self._pending[1] += int(lengths.sum())
         self._pending[2] += batch * padded
         useful = per_token * lengths.sum() + attention * (lengths**2).sum() + per_row * batch
         self._pending[3] += float(useful)
         self._pending[4] += float(batch * (per_token * padded + attention * padded**2 + per_row))
+
+    def _count_packed(
+        self,
+        kwargs: dict[str, Any],
+        mask: torch.Tensor,
+        per_token: int,
+        attention: int,
+        per_row: int,
+    ) -> None:
+        """A packed batch: its examples are the labels; padding is the padding id; each real
+        token attends over its own example (the mask's row), the kernel over the whole row."""
+        real = kwargs["input_ids"] != self.pad_token_id
+        examples = len(kwargs["labels"])
+        rows, padded = real.shape
+        real_tokens = int(real.sum())
+        attended = float(mask[:, 0][real].sum())  # sum over examples of length squared
+        self._pending[0] += examples
+        self._pending[1] += real_tokens
+        self._pending[2] += rows * padded
+        self._pending[3] += per_token * real_tokens + attention * attended + per_row * examples
+        self._pending[4] += float(
+            rows * (per_token * padded + attention * padded**2) + per_row * examples
+        )
 
     def _synchronize(self) -> None:
         # CUDA kernels run asynchronously: without waiting, the clock would stop too early.

@@ -123,7 +123,8 @@ def test_another_tokenizer_does_not_reuse_the_cache(make_data, tiny_roberta: Pat
 
 
 def test_batches_pad_to_the_longest_on_cpu_and_round_to_eight_on_gpus(make_data) -> None:
-    data = make_data(sub_batches=1)  # whole batches: sub-batches are tested on their own
+    # Whole padded batches: sub-batches and packing are tested on their own.
+    data = make_data(sub_batches=1, packing=False)
     data.setup("fit")
     batch = next(iter(data.val_dataloader()[0]))
     lengths = batch["attention_mask"].sum(dim=1)

@@ -157,3 +157,28 @@ def test_step_clock_counts_the_first_token_layer_once_per_row() -> None:
     real, rows, computed = 8, 2, 12
     assert flops[0][0] - flops[1][0] == 6 * per_row_weights * (real - rows)
     assert flops[0][1] - flops[1][1] == 6 * per_row_weights * (computed - rows)
+
+
+def test_the_step_clock_counts_a_packed_batch_by_its_examples() -> None:
+    load_run()
+    from harness import StepClock  # type: ignore[import-not-found]
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    from seqcls.data.packing import pack
+    from seqcls.model.first_token import compute_last_layer_for_first_token
+    from seqcls.model.packed_forward import PackedForward
+
+    config = AutoConfig.for_model(
+        "bert", vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=32, pad_token_id=0,
+    )  # fmt: skip
+    model = AutoModelForSequenceClassification.from_config(config).train()
+    compute_last_layer_for_first_token(model)
+    clock = StepClock(warmup_steps=0)
+    clock.attach(model)
+    rows = [{"input_ids": [5] * length, "labels": 1} for length in (3, 4, 6, 2)]
+    batch = pack(rows, 8, 0)  # rows of 8: 6 + 2, 4 + 3 and one padding token
+    clock.begin(0)
+    PackedForward(model)._packed(batch, "mask").loss.backward()
+    clock.end()
+    assert (clock.examples, clock.real_tokens, clock.computed_tokens) == (4, 15, 16)

@@ -18,6 +18,7 @@ from seqcls.data.loaders import (
     check_buckets,
     collator,
     resolve_drop_last,
+    resolve_packing,
     resolve_pad_to_multiple_of,
     resolve_padding,
     resolve_sub_batches,
@@ -73,6 +74,7 @@ class TextClassificationDataModule(TextDataModule):
         pad_to_multiple_of: int | None = None,
         length_buckets: list[int] | None = None,
         sub_batches: int | None = None,
+        packing: bool | Literal["auto"] = "auto",
         batch_size: int = 32,
         eval_batch_size: int | None = None,
         train_fraction: float | None = None,
@@ -151,6 +153,13 @@ class TextClassificationDataModule(TextDataModule):
                 same mean loss as one pass, with far less padding (docs/benchmarks.md). By
                 default 4 on CPU with ``padding: longest`` (training batches: without
                 ``group_by_length``), else 1.
+            packing: Lay several rows of a batch end to end in one row of the model's input,
+                each attending only to itself, positions restarting per row: the same rows,
+                logits and mean loss, far less padding (docs/packing.md). ``auto``: on CPU
+                with ``padding: longest``, each batch (training, validation, prediction) is
+                packed or split into ``sub_batches``, whichever a measured cost model says is
+                faster; off elsewhere. ``true``: every batch packed. ``false``: never. A
+                model that cannot take packed rows runs them unpacked, with the same results.
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
@@ -204,6 +213,7 @@ class TextClassificationDataModule(TextDataModule):
         # Linked to the model, which pools each document's windows when this is set.
         self.window_pooling = (window_pooling or "mean") if window_stride is not None else None
         self.length_buckets, self.sub_batches = length_buckets, sub_batches
+        self.packing = packing
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.output_format = output_format
         self.splits: dict[Split, list[datasets.Dataset]] = {}
@@ -331,6 +341,7 @@ class TextClassificationDataModule(TextDataModule):
             resolve_sub_batches(
                 self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
             ),
+            resolve_packing(self.packing, padding=padding, trainer=self.trainer),
         )
         # Training rows are single windows; evaluation rows are documents of several.
         return DocumentWindows(collate) if self.window_stride and not training else collate

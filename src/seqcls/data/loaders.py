@@ -3,10 +3,11 @@
 Training rows come in an order fixed by the seed and the epoch (``order.py``), so a resumed
 run sees the batches an uninterrupted one would. On CPU and GPU each batch is padded to its
 longest input; training batches may group inputs of similar length (``length_grouping.py``),
-and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``). On XLA
-(TPU) every new shape compiles a new graph, so batches are padded to ``max_length`` and the
-last incomplete training batch is dropped; or, with ``buckets``, to the shortest of a few
-fixed lengths that fits, one graph per length.
+and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``) or, where
+a measured cost model says it is cheaper, packed several rows to a model row
+(``packing.py``). On XLA (TPU) every new shape compiles a new graph, so batches are padded
+to ``max_length`` and the last incomplete training batch is dropped; or, with ``buckets``,
+to the shortest of a few fixed lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
 """
@@ -23,11 +24,13 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.data.length_grouping import LengthGroupedSampler, token_lengths
 from seqcls.data.order import EpochOrder
+from seqcls.data.packing import PackOrSplit
 from seqcls.data.sub_batches import SubBatches
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 
 Padding = Literal["longest", "max_length", "buckets"]
+Packing = Literal["off", "per_batch", "always"]
 Collate = Callable[[list[dict[str, Any]]], Any]
 
 
@@ -81,6 +84,24 @@ def resolve_sub_batches(
     return CPU_SUB_BATCHES if on_cpu(trainer) and ungrouped_longest else 1
 
 
+def resolve_packing(
+    packing: bool | Literal["auto"], *, padding: str, trainer: pl.Trainer | None
+) -> Packing:
+    """``auto``: per batch, by the measured cost model, on a CPU with ``padding: longest``
+    (measured to win there, docs/benchmarks.md); elsewhere off: XLA must keep its shapes, and
+    on GPUs it is not measured. ``true`` packs every batch."""
+    if packing is True:
+        if padding != "longest":
+            raise ConfigurationError(
+                f"--data.packing true needs --data.padding longest (it is {padding}): packed "
+                "rows have lengths of their own; or set --data.packing false"
+            )
+        return "always"
+    if packing == "auto" and padding == "longest" and on_cpu(trainer):
+        return "per_batch"
+    return "off"
+
+
 def default_buckets(max_length: int) -> list[int]:
     """A quarter, a half and all of ``max_length``, in multiples of 8: 32, 64 and 128 for 128."""
     return sorted({max(8, -(-max_length // part // 8) * 8) for part in (4, 2)} | {max_length})
@@ -101,6 +122,7 @@ def collator(
     pad_to_multiple_of: int,
     buckets: Sequence[int] | None = None,
     sub_batches: int = 1,
+    packing: Packing = "off",
 ) -> Collate:
     if padding == "max_length":
         return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=max_length)
@@ -108,7 +130,11 @@ def collator(
         return BucketPadding(tokenizer, buckets or default_buckets(max_length))
     multiple = pad_to_multiple_of if pad_to_multiple_of > 1 else None
     pad = DataCollatorWithPadding(tokenizer, padding="longest", pad_to_multiple_of=multiple)
-    return SubBatches(pad, sub_batches) if sub_batches > 1 else pad
+    split = SubBatches(pad, sub_batches) if sub_batches > 1 else pad
+    if packing == "off":
+        return split
+    pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return PackOrSplit(split, sub_batches, pad_token_id, always=packing == "always")
 
 
 class BucketPadding:

@@ -13,6 +13,7 @@ from transformers.loss.loss_utils import ForSequenceClassificationLoss
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.labels import LabelSpace, ProblemType
 from seqcls.data.metric_names import metric_names
+from seqcls.data.packing import is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
@@ -21,6 +22,7 @@ from seqcls.model.calibration import Calibration
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup
+from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import load_for_training
 from seqcls.model.xla_attention import use_device_side_attention_mask
 
@@ -113,6 +115,8 @@ class SequenceClassifier(pl.LightningModule):
         )
         if resolve_first_token_only(self.model, last_layer_first_token_only):
             compute_last_layer_for_first_token(self.model)
+        # Packed batches (several rows per model row) run packed where the model is served.
+        self.packed_forward = PackedForward(self.model)
         names = metric_names(metrics, problem_type)
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
@@ -131,8 +135,12 @@ class SequenceClassifier(pl.LightningModule):
             # In place, so state_dict keys (checkpoints, export) stay those of the model.
             # Dynamic: every batch length would otherwise compile a graph of its own.
             self.model.compile(dynamic=True)
+            # The compiled graph would not see which tokens a packed batch's head reads.
+            self.packed_forward.route = None
 
     def forward(self, batch: Batch) -> Any:
+        if is_packed(batch):
+            return self.packed_forward(batch)
         inputs = {key: value for key, value in batch.items() if key != INDEX}
         return self.model(**inputs)
 

@@ -12,6 +12,10 @@ the positions left out never reach the loss. Architectures qualify by name, each
 the test suite against the full computation.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from torch import Tensor
 from torch.nn import Linear, Module
 from transformers import PreTrainedModel
@@ -40,6 +44,27 @@ FIRST_TOKEN_MODEL_TYPES = frozenset(
 # Set on the module whose inputs are cut to the first token, so that benchmarks can count
 # what the model computes.
 _MARK = "seqcls_first_token_only"
+# Packed batches (``packed_forward.py``) hold several rows per model row: the positions the
+# head reads are then each segment's first, (model rows, columns), set while such a batch runs.
+_FIRST_POSITIONS: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar(
+    "seqcls_first_positions", default=None
+)
+
+
+@contextmanager
+def first_tokens_at(rows: Tensor, columns: Tensor) -> Iterator[None]:
+    """While in this block, the cut last layer computes the tokens at (``rows``, ``columns``),
+    one row each, in that order, instead of each row's first token."""
+    token = _FIRST_POSITIONS.set((rows, columns))
+    try:
+        yield
+    finally:
+        _FIRST_POSITIONS.reset(token)
+
+
+def cuts_last_layer(model: Module) -> bool:
+    """Whether ``compute_last_layer_for_first_token`` was applied to ``model``."""
+    return any(getattr(module, _MARK, False) for module in model.modules())
 
 
 def supports_first_token_only(model: PreTrainedModel) -> bool:
@@ -83,7 +108,11 @@ def first_token_only_weights(model: Module) -> int:
 
 def _first_position(module: Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     # (attended, layer_input): both cut to the first position, whose residual path this is.
-    return tuple(tensor[:, :1] for tensor in args)
+    positions = _FIRST_POSITIONS.get()
+    if positions is None:
+        return tuple(tensor[:, :1] for tensor in args)
+    rows, columns = positions
+    return tuple(tensor[rows, columns].unsqueeze(1) for tensor in args)
 
 
 def _attention_output(model: PreTrainedModel) -> Module | None:

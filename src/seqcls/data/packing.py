@@ -1,0 +1,165 @@
+"""Packed batches: several rows of a batch share one row of the model's input.
+
+A batch of rows drawn at random mixes short and long inputs. Instead of padding each row to
+the longest, packing lays the rows end to end, as segments of a few longer model rows. The
+model then needs, per model row, which segment each token belongs to (so that attention
+stays inside its segment), positions that restart at each segment, and where each segment
+starts (the token the classification head reads); ``model/packed_forward.py`` turns these
+into the model's inputs. The rows of the batch are the batch's own: packing only changes
+their layout, never which rows train together, and the logits come back in row order.
+
+Keys of a packed batch, besides ``labels`` and ``index`` (one per row, in row order):
+``input_ids`` and ``token_type_ids`` (model rows x row length), ``position_ids`` (from 0 in
+each segment), ``segment_ids`` (1, 2, ... per segment in a model row, 0 on padding), and
+``segment_rows`` / ``segment_starts`` (per row of the batch: its model row and first column).
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.sub_batches import split_by_length
+
+Batch = dict[str, torch.Tensor]
+SEGMENT_IDS = "segment_ids"
+SEGMENT_ROWS = "segment_rows"
+SEGMENT_STARTS = "segment_starts"
+# Columns laid out token by token; every other column has one value per row.
+_TOKEN_COLUMNS = ("input_ids", "token_type_ids")
+
+
+def is_packed(batch: Mapping[str, Any]) -> bool:
+    return SEGMENT_STARTS in batch
+
+
+def pack_lengths(lengths: Sequence[int], row_length: int) -> list[list[int]]:
+    """Rows (by position) in model rows of at most ``row_length`` tokens each: first fit,
+    longest rows first. A row longer than ``row_length`` gets a model row of its own."""
+    order = sorted(range(len(lengths)), key=lambda row: -lengths[row])
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for row in order:
+        for slot, left in enumerate(room):
+            if lengths[row] <= left:
+                bins[slot].append(row)
+                room[slot] -= lengths[row]
+                break
+        else:
+            bins.append([row])
+            room.append(row_length - lengths[row])
+    return bins
+
+
+def packed_layout(lengths: Sequence[int], row_length: int) -> tuple[int, int]:
+    """(model rows, their length) of the batch packed into rows of at most ``row_length``:
+    the length is that of the fullest row, so no model row is longer than it needs to be."""
+    bins = pack_lengths(lengths, row_length)
+    return len(bins), max(sum(lengths[row] for row in rows) for rows in bins)
+
+
+def pack(features: Sequence[Mapping[str, Any]], row_length: int, pad_token_id: int) -> Batch:
+    """Collate ``features`` (tokenized rows) into one packed batch; see the module docstring."""
+    lengths = [len(feature["input_ids"]) for feature in features]
+    bins = pack_lengths(lengths, row_length)
+    width = max(sum(lengths[row] for row in rows) for rows in bins)
+    shape = (len(bins), width)
+    columns = [key for key in _TOKEN_COLUMNS if key in features[0]]
+    batch = {key: torch.zeros(shape, dtype=torch.long) for key in columns}
+    batch["input_ids"].fill_(pad_token_id)
+    batch["position_ids"] = torch.zeros(shape, dtype=torch.long)
+    batch[SEGMENT_IDS] = torch.zeros(shape, dtype=torch.long)
+    segment_rows = torch.zeros(len(features), dtype=torch.long)
+    segment_starts = torch.zeros(len(features), dtype=torch.long)
+    for model_row, rows in enumerate(bins):
+        start = 0
+        # Segments keep the batch's order within a model row (any order gives the same result).
+        for segment, row in enumerate(sorted(rows), start=1):
+            end = start + lengths[row]
+            for key in columns:
+                batch[key][model_row, start:end] = torch.as_tensor(features[row][key])
+            batch["position_ids"][model_row, start:end] = torch.arange(lengths[row])
+            batch[SEGMENT_IDS][model_row, start:end] = segment
+            segment_rows[row], segment_starts[row] = model_row, start
+            start = end
+    batch[SEGMENT_ROWS], batch[SEGMENT_STARTS] = segment_rows, segment_starts
+    for key in (LABELS, INDEX):
+        if key in features[0]:
+            batch[key] = torch.as_tensor([feature[key] for feature in features])
+    return batch
+
+
+def unpack(batch: Mapping[str, torch.Tensor], pad_token_id: int) -> Batch:
+    """The packed batch as an ordinary one: a row per segment, padded to the longest."""
+    segment_ids = batch[SEGMENT_IDS]
+    rows, starts = batch[SEGMENT_ROWS], batch[SEGMENT_STARTS]
+    lengths = [
+        int((segment_ids[row] == segment_ids[row, start]).sum())
+        for row, start in zip(rows.tolist(), starts.tolist(), strict=True)
+    ]
+    longest = max(lengths)
+    columns = [key for key in _TOKEN_COLUMNS if key in batch]
+    out = {key: torch.zeros((len(lengths), longest), dtype=torch.long) for key in columns}
+    out["input_ids"].fill_(pad_token_id)
+    out["attention_mask"] = torch.zeros((len(lengths), longest), dtype=torch.long)
+    for index, (row, start, length) in enumerate(
+        zip(rows.tolist(), starts.tolist(), lengths, strict=True)
+    ):
+        for key in columns:
+            out[key][index, :length] = batch[key][row, start : start + length]
+        out["attention_mask"][index, :length] = 1
+    device = batch["input_ids"].device
+    unpacked = {key: value.to(device) for key, value in out.items()}
+    for key in (LABELS, INDEX):
+        if key in batch:
+            unpacked[key] = batch[key]
+    return unpacked
+
+
+# The measured cost model, in units of one token through the whole model and back (2-core
+# CPU, all-MiniLM-L6-v2, fp32; docs/benchmarks.md). Attention over a (model) row of length L
+# costs each of its tokens ATTENTION_PER_TOKEN * L more: SDPA with a mask computes the whole
+# square of the row, so long packed rows pay for attention their segments never use. Each
+# forward pass costs PASS_TOKENS on top.
+ATTENTION_PER_TOKEN = 0.0022
+PASS_TOKENS = 8.5
+# The packed row lengths tried, besides the batch's longest row (never shorter than it).
+ROW_LENGTHS = (32, 48, 64, 96, 128)
+
+
+def padded_cost(rows: int, length: int) -> float:
+    """The modelled cost of one forward pass over ``rows`` rows of ``length`` tokens."""
+    return rows * length * (1 + ATTENTION_PER_TOKEN * length) + PASS_TOKENS
+
+
+def best_row_length(lengths: Sequence[int]) -> tuple[int, float]:
+    """The packed row length of least modelled cost for these rows, and that cost."""
+    longest = max(lengths)
+    options = sorted({longest} | {length for length in ROW_LENGTHS if length > longest})
+    costs = {length: padded_cost(*packed_layout(lengths, length)) for length in options}
+    best = min(costs, key=lambda length: costs[length])
+    return best, costs[best]
+
+
+class PackOrSplit:
+    """A collate function: each batch packed (``pack``), or split into length-sorted pieces
+    by ``split`` (``SubBatches``, or a plain padding collate), whichever the cost model says
+    is cheaper, unless ``always`` packs every batch. The rows are the batch's either way."""
+
+    def __init__(self, split: Any, pieces: int, pad_token_id: int, *, always: bool) -> None:
+        self.split, self.pieces, self.pad_token_id = split, pieces, pad_token_id
+        self.always = always
+
+    def __call__(self, features: list[dict[str, Any]]) -> Any:
+        lengths = [len(feature["input_ids"]) for feature in features]
+        row_length, packed = best_row_length(lengths)
+        if not self.always and self.split_cost(lengths) <= packed:
+            return self.split(features)
+        return pack(features, row_length, self.pad_token_id)
+
+    def split_cost(self, lengths: Sequence[int]) -> float:
+        return sum(
+            padded_cost(len(piece), max(lengths[row] for row in piece))
+            for piece in split_by_length(lengths, self.pieces)
+        )

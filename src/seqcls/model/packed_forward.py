@@ -1,0 +1,235 @@
+"""The forward pass of a packed batch (``data/packing.py``): several rows per model row.
+
+Packing is exact only if every segment computes what it would alone:
+- attention stays inside each segment (a block-diagonal mask per model row);
+- position ids restart at each segment, from the model's own first position (RoBERTa-family
+  embeddings start after ``padding_idx``), which is read off the model, not guessed;
+- token type ids are each segment's own (the collator lays them out);
+- the head reads each segment's first token: the last layer, cut to the first token
+  (``first_token.py``), computes exactly those tokens, one row each, in row order.
+The loss is then the model's own mean over the batch's rows, as without packing.
+
+Models take the block mask in one of two ways: as a 4-D boolean mask in place of the padding
+mask (models built on transformers' mask utilities), or as a 3-D mask given to the encoder,
+the padding mask going to the embeddings (DeBERTa). Which one a model takes, and whether it
+takes either, is checked once, numerically, against separate forwards of a few random rows.
+A model that fails (or whose last layer is not cut, or that recomputes activations in the
+backward pass) runs packed batches unpacked, in today's length-sorted sub-batches: the same
+logits and loss, without the speed.
+"""
+
+import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+import torch
+from torch.nn import Embedding, Module
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.loaders import CPU_SUB_BATCHES
+from seqcls.data.packing import (
+    SEGMENT_IDS,
+    SEGMENT_ROWS,
+    SEGMENT_STARTS,
+    pack,
+    unpack,
+)
+from seqcls.data.sub_batches import split_by_length
+from seqcls.model.first_token import cuts_last_layer, first_tokens_at
+
+MaskRoute = Literal["mask", "encoder"]
+# The rows the check packs: two model rows of 9 tokens, the second one padded.
+_CHECK_LENGTHS = (5, 3, 4, 7)
+_CHECK_ROW_LENGTH = 9
+
+
+class PackedForward:
+    """Runs packed batches through ``model``: packed where the model is served, else unpacked.
+
+    Args:
+        model: A sequence classifier, its last layer already cut to the first token (else
+            packed batches always run unpacked).
+    """
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
+        self.position_offset = _first_position_id(model)
+        self.route: MaskRoute | None = self._serving_route()
+
+    @property
+    def served(self) -> bool:
+        """Whether packed batches run packed (else unpacked, with the same results)."""
+        return self.route is not None
+
+    def __call__(self, batch: dict[str, torch.Tensor]) -> Any:
+        if self.route is None:
+            return self._unpacked(batch)
+        return self._packed(batch, self.route)
+
+    def _packed(self, batch: dict[str, torch.Tensor], route: MaskRoute) -> Any:
+        segments = batch[SEGMENT_IDS]
+        inputs = {
+            "input_ids": batch["input_ids"],
+            "position_ids": batch["position_ids"] + self.position_offset,
+            "labels": batch.get(LABELS),
+        }
+        if "token_type_ids" in batch:
+            inputs["token_type_ids"] = batch["token_type_ids"]
+        # Padding is a segment of its own: a query that sees no key at all would give NaN.
+        block = segments[:, :, None] == segments[:, None, :]
+        first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
+        with first_tokens_at(*first):
+            if route == "mask":
+                return self.model(**inputs, attention_mask=block[:, None])
+            inputs["attention_mask"] = (segments > 0).long()
+            with _encoder_mask(self.model, block):
+                return self.model(**inputs)
+
+    def _unpacked(self, batch: dict[str, torch.Tensor]) -> Any:
+        """Today's path: the rows padded in a few length-sorted pieces, the loss their
+        row-weighted mean, the logits back in row order."""
+        rows = unpack(batch, self.pad_token_id)
+        lengths = rows["attention_mask"].sum(dim=1).tolist()
+        labels = rows.get(LABELS)
+        logits: list[torch.Tensor] = []
+        order: list[int] = []
+        loss = None
+        for piece in split_by_length(lengths, CPU_SUB_BATCHES):
+            inputs = {key: value[piece] for key, value in rows.items() if key != INDEX}
+            longest = max(lengths[row] for row in piece)
+            inputs = {
+                key: value[:, :longest] if value.dim() == 2 and key != LABELS else value
+                for key, value in inputs.items()
+            }
+            output = self.model(**inputs)
+            logits.append(output.logits)
+            order += piece
+            if labels is not None:
+                share = output.loss * (len(piece) / len(lengths))
+                loss = share if loss is None else loss + share
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.as_tensor(order)] = torch.arange(len(order))
+        all_logits = torch.cat(logits)[inverse.to(logits[0].device)]
+        return SequenceClassifierOutput(loss=loss, logits=all_logits)
+
+    def _serving_route(self) -> MaskRoute | None:
+        model = self.model
+        if not cuts_last_layer(model) or _recomputes_activations(model):
+            return None
+        if "position_ids" not in inspect.signature(model.forward).parameters:
+            return None
+        for route in ("mask", "encoder"):
+            if route == "encoder" and _encoder(model) is None:
+                continue
+            try:
+                if self._matches_separate_forwards(route):
+                    return route
+            except (RuntimeError, ValueError, TypeError, IndexError):
+                continue
+        return None
+
+    def _matches_separate_forwards(self, route: MaskRoute) -> bool:
+        """Whether packed random rows give each row's own logits (eval mode, no grad)."""
+        config = self.model.config
+        generator = torch.Generator().manual_seed(0)
+        features = []
+        for length in _CHECK_LENGTHS:
+            # Any token but padding, which RoBERTa-family models give no position.
+            ids = torch.randint(0, config.vocab_size - 1, (length,), generator=generator)
+            ids += (ids >= self.pad_token_id).long()
+            feature: dict[str, Any] = {"input_ids": ids.tolist()}
+            if getattr(config, "type_vocab_size", 0) and config.type_vocab_size > 1:
+                feature["token_type_ids"] = [0] * (length // 2) + [1] * (length - length // 2)
+            features.append(feature)
+        device = next(self.model.parameters()).device
+        batch = {
+            key: value.to(device)
+            for key, value in pack(features, _CHECK_ROW_LENGTH, self.pad_token_id).items()
+        }
+        with _evaluating(self.model), torch.no_grad():
+            packed = self._packed(batch, route).logits
+            alone = torch.cat(
+                [
+                    self.model(
+                        **{
+                            key: torch.as_tensor([value], device=device)
+                            for key, value in feature.items()
+                        }
+                    ).logits
+                    for feature in features
+                ]
+            )
+        scale = float(alone.abs().max()) + 1e-6
+        return bool(packed.shape == alone.shape and (packed - alone).abs().max() <= 1e-4 * scale)
+
+
+def _recomputes_activations(model: PreTrainedModel) -> bool:
+    # The backward pass would recompute the cut last layer outside the packed batch's block.
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name):
+            return bool(getattr(model, name))
+    return False
+
+
+def _encoder(model: PreTrainedModel) -> Module | None:
+    encoder = getattr(model.base_model, "encoder", None)
+    return encoder if isinstance(encoder, Module) else None
+
+
+@contextmanager
+def _encoder_mask(model: PreTrainedModel, block: torch.Tensor) -> Iterator[None]:
+    """While in this block, the encoder gets ``block`` (rows x length x length) as its mask."""
+    encoder = _encoder(model)
+    if encoder is None:
+        raise ValueError("no encoder to give the mask to")
+
+    def swap(module: Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if "attention_mask" in kwargs:
+            return args, {**kwargs, "attention_mask": block}
+        return (args[0], block, *args[2:]), kwargs
+
+    handle = encoder.register_forward_pre_hook(swap, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+@contextmanager
+def _evaluating(model: Module) -> Iterator[None]:
+    """Eval mode (no dropout) inside the block; each submodule's own mode restored after."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def _first_position_id(model: PreTrainedModel) -> int:
+    """The position id the model gives the first token of an unpadded row (0 for BERT, 2
+    for RoBERTa's ``padding_idx`` 1), read from what its position embedding receives."""
+    embeddings = getattr(model.base_model, "embeddings", None)
+    table = getattr(embeddings, "position_embeddings", None)
+    if not isinstance(table, Embedding):
+        return 0
+    seen: list[int] = []
+
+    def record(module: Module, args: tuple[torch.Tensor, ...]) -> None:
+        seen.append(int(args[0].flatten()[0]))
+
+    handle = table.register_forward_pre_hook(record)
+    pad = int(getattr(model.config, "pad_token_id", None) or 0)
+    ids = torch.full((1, 3), pad + 1 if pad + 1 < model.config.vocab_size else 0)
+    device = next(model.parameters()).device
+    try:
+        with _evaluating(model), torch.no_grad():
+            model(input_ids=ids.to(device))
+    finally:
+        handle.remove()
+    return seen[0] if seen else 0
