@@ -12,6 +12,7 @@ from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.loaders import CPU_SUB_BATCHES, resolve_sub_batches
+from seqcls.data.packing import pack
 from seqcls.data.sub_batches import SubBatches, pieces_of, split_by_length
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
@@ -178,6 +179,17 @@ def test_throughput_counts_the_rows_and_tokens_of_every_piece() -> None:
     throughput.on_train_batch_end(trainer, None, None, pieces, 0)  # type: ignore[arg-type]
     throughput.on_train_batch_end(trainer, None, None, pieces[0], 1)  # type: ignore[arg-type]
     assert (throughput.samples, throughput.tokens) == (5 + 3, 15 + 18 + 15)
+
+
+def test_throughput_counts_a_packed_batch_by_its_examples() -> None:
+    throughput = Throughput()
+    trainer = SimpleNamespace(log_every_n_steps=100, world_size=1, loggers=[])
+    rows = [{"input_ids": list(range(length))} for length in (7, 5, 4, 3, 3, 2)]
+    packed = pack(rows, row_length=12, pad_token_id=0)
+    assert packed["input_ids"].shape[0] < len(rows)  # several examples share a model row
+    throughput.on_train_batch_end(trainer, None, None, packed, 0)  # type: ignore[arg-type]
+    assert throughput.samples == 6
+    assert throughput.tokens == packed["input_ids"].numel()
 
 
 def test_evaluation_batches_come_as_pieces_on_a_cpu_even_when_training_is_grouped(

@@ -34,6 +34,13 @@ def is_packed(batch: Mapping[str, Any]) -> bool:
     return SEGMENT_STARTS in batch
 
 
+def examples_in(batch: Mapping[str, Any]) -> int:
+    """How many examples (rows of the data) a batch holds, packed or not."""
+    if is_packed(batch):
+        return len(batch[SEGMENT_STARTS])
+    return int(batch["input_ids"].shape[0])
+
+
 def pack_lengths(lengths: Sequence[int], row_length: int) -> list[list[int]]:
     """Rows (by position) in model rows of at most ``row_length`` tokens each: first fit,
     longest rows first. A row longer than ``row_length`` gets a model row of its own."""

@@ -4,7 +4,8 @@ Nothing here reads a tensor's value, so it never waits on the device: on a GPU o
 host runs ahead of the device by at most a few steps, and over a window of
 ``log_every_n_steps`` batches the host's clock measures the device's pace. Tokens are the
 positions computed, padding included: none for masked-LM blocks, a few per row with dynamic
-padding, up to ``max_length`` per row on XLA's fixed shapes.
+padding, up to ``max_length`` per row on XLA's fixed shapes. Samples are the data's rows,
+several to a model row in a packed batch.
 """
 
 import logging
@@ -16,6 +17,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 
+from seqcls.data.packing import examples_in
 from seqcls.data.sub_batches import pieces_of
 
 log = logging.getLogger(__name__)
@@ -51,12 +53,15 @@ class Throughput(pl.Callback):
         # Collators return a dict or a BatchEncoding (a Mapping, not a dict), or a list of
         # them for a batch run as sub-batches.
         pieces = pieces_of(batch)
-        ids = [piece.get("input_ids") for piece in pieces if isinstance(piece, Mapping)]
-        tensors = [piece_ids for piece_ids in ids if isinstance(piece_ids, torch.Tensor)]
-        if not tensors or len(tensors) < len(pieces):
+        counted = [
+            piece
+            for piece in pieces
+            if isinstance(piece, Mapping) and isinstance(piece.get("input_ids"), torch.Tensor)
+        ]
+        if not counted or len(counted) < len(pieces):
             return
-        self.samples += sum(piece_ids.shape[0] for piece_ids in tensors)
-        self.tokens += sum(piece_ids.numel() for piece_ids in tensors)
+        self.samples += sum(examples_in(piece) for piece in counted)
+        self.tokens += sum(piece["input_ids"].numel() for piece in counted)
         self.batches += 1
         # Set on the Trainer by Lightning from --trainer.log_every_n_steps (undeclared).
         if self.batches < int(getattr(trainer, "log_every_n_steps", 50)):
