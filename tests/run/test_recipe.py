@@ -36,7 +36,7 @@ def test_only_unset_flags_are_derived() -> None:
 def fit(run: Path, model: Path, *extra: str) -> object:
     return make_cli(
         [
-            "fit", "--config", str(REPO / "configs/local.yaml"),
+            "fit", "--trainer.accelerator", "cpu",
             "--model.model_name_or_path", str(model),
             "--data.train_file", str(SAMPLE / "train.csv"),
             "--data.validation_file", str(SAMPLE / "validation.csv"),
