@@ -6,7 +6,7 @@ fp32), then the dev metrics side by side:
 
     python benchmarks/run.py glue GLUE_DIR [--out runs/glue] [--model models/all-MiniLM-L6-v2]
         [--tasks rte,mrpc,stsb,cola] [--epochs 3] [--max-train-samples N] [--sides seqcls,hf]
-        [--hf-padding longest|max_length]
+        [--hf-padding longest|max_length] [--seqcls-recipe run_glue|default]
 
 ``GLUE_DIR`` holds RTE/, MRPC/, STS-B/ and CoLA/, each with train.csv and dev.csv whose columns
 are text[,text_pair],label (labels as in the hub's glue dataset). Per task, seqcls runs as a
@@ -17,6 +17,9 @@ own process (``hf_side.py``; both sides pad each batch to its longest example un
 OUT/hf/TASK/results.json. The table is read back from OUT, so the two sides may run on
 different machines (``--sides``) into one folder. seqcls keeps its best checkpoint and the
 HF Trainer reports its final epoch: both are shown for seqcls, "last" being like for like.
+``--seqcls-recipe default`` runs seqcls with its own defaults instead of run_glue's recipe:
+only the model, the files, max length 128 and the seed are given, so the length of training,
+the learning rate, warm-up and batch size are seqcls's own (see docs/tuning.md).
 """
 
 import argparse
@@ -55,6 +58,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="longest",
         help="the HF side's padding: per batch, or run_glue's default of every row to 128",
     )
+    p.add_argument(
+        "--seqcls-recipe",
+        choices=("run_glue", "default"),
+        default="run_glue",
+        help="seqcls's side: run_glue's recipe, or seqcls's own defaults (no recipe flags)",
+    )
     p.add_argument("--json", type=Path, help="also write the table here")
     args = p.parse_args(argv)
     args.tasks, args.sides = args.tasks.split(","), args.sides.split(",")
@@ -65,30 +74,37 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def seqcls_fit_args(task: str, train: Path, dev: Path, args: argparse.Namespace) -> list[str]:
+    """``seqcls fit``'s arguments: the task's preset, the files, and run_glue's recipe unless
+    ``--seqcls-recipe default``."""
+    pair = [] if task in SINGLE_SENTENCE else ["--data.text_pair_column", "text_pair"]
+    limit = args.max_train_samples
+    recipe = [
+        *("--data.batch_size", str(RECIPE["batch_size"])),
+        *("--model.learning_rate", str(RECIPE["learning_rate"])),
+        *("--model.warmup_ratio", "0", "--model.weight_decay", "0"),
+        *("--trainer.max_epochs", str(args.epochs)),
+    ]  # fmt: skip
+    return [
+        "fit", "--config", str(REPO / f"configs/data/glue/{task}.yaml"),
+        *("--model.model_name_or_path", args.model),
+        *("--data.train_file", str(train), "--data.validation_file", str(dev)),
+        *("--data.text_column", "text", *pair, "--data.label_column", "label"),
+        *("--data.max_length", str(RECIPE["max_length"])),
+        *(recipe if args.seqcls_recipe == "run_glue" else []),
+        *("--seed_everything", str(RECIPE["seed"])),
+        *("--trainer.enable_progress_bar", "false"),
+        *("--trainer.default_root_dir", str(args.out / "seqcls" / task)),
+        *(["--data.max_train_samples", str(limit)] if limit is not None else []),
+    ]  # fmt: skip
+
+
 def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace) -> None:
     """``seqcls fit`` with the task's preset and the recipe, then ``validate`` the last epoch."""
     run_dir = args.out / "seqcls" / task
-    pair = [] if task in SINGLE_SENTENCE else ["--data.text_pair_column", "text_pair"]
-    limit = args.max_train_samples
     seqcls = [sys.executable, "-m", "seqcls.cli"]
     quiet = ["--trainer.enable_progress_bar", "false"]
-    subprocess.run(
-        [
-            *seqcls, "fit", "--config", str(REPO / f"configs/data/glue/{task}.yaml"),
-            *("--model.model_name_or_path", args.model),
-            *("--data.train_file", str(train), "--data.validation_file", str(dev)),
-            *("--data.text_column", "text", *pair, "--data.label_column", "label"),
-            *("--data.batch_size", str(RECIPE["batch_size"])),
-            *("--data.max_length", str(RECIPE["max_length"])),
-            *("--model.learning_rate", str(RECIPE["learning_rate"])),
-            *("--model.warmup_ratio", "0", "--model.weight_decay", "0"),
-            *("--seed_everything", str(RECIPE["seed"])),
-            *("--trainer.max_epochs", str(args.epochs), *quiet),
-            *("--trainer.default_root_dir", str(run_dir)),
-            *(["--data.max_train_samples", str(limit)] if limit is not None else []),
-        ],
-        check=True,
-    )  # fmt: skip
+    subprocess.run([*seqcls, *seqcls_fit_args(task, train, dev, args)], check=True)
     # The HF Trainer reports its final epoch; score seqcls's final epoch too, beside its best.
     subprocess.run(
         [

@@ -6,6 +6,8 @@ problem type, metrics) is linked here, so the user states it once. ``cli.py`` im
 module only when a subcommand runs: ``seqcls --help`` need not load Lightning.
 """
 
+from typing import Any, ClassVar
+
 from pytorch_lightning.cli import ArgsType, LightningArgumentParser
 
 from seqcls.data.classification import TextClassificationDataModule
@@ -14,6 +16,11 @@ from seqcls.run.command import RunCLI, run_cli
 
 
 class SeqclsCLI(RunCLI):
+    # Unset, the number of epochs and of validations per epoch follow from the training set's
+    # size (run/recipe.py); --trainer.max_epochs or --trainer.max_steps fixes the length.
+    command_trainer_defaults: ClassVar[dict[str, Any]] = {"max_epochs": None}
+    derives_training_length = True
+
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
         """The label space the data decides, passed on to the model's head and metrics, and
         how evaluation pools a document's windows (``--data.window_stride``)."""

@@ -177,3 +177,8 @@ def test_hub_id_offline_names_the_offline_mode(capsys, tiny_bert: Path, tmp_path
         in (line)
     )
     assert "HF_HUB_OFFLINE is set, so the hub is not asked" in line
+
+
+def test_class_weights_of_the_wrong_length(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--model.class_weights", "[1, 2]")
+    assert line.startswith("seqcls: error: --model.class_weights [1.0, 2.0]: 2 weights for 4 ")

@@ -84,3 +84,21 @@ def test_glue_compares_seqcls_and_the_hf_trainer(
 def test_glue_refuses_an_unknown_task(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         load_run().parse_args(["glue", str(tmp_path), "--tasks", "rte,sst2"])
+
+
+def test_seqcls_defaults_side_gives_no_recipe_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = importlib.util.spec_from_file_location("glue", REPO / "benchmarks/glue.py")
+    assert spec is not None
+    assert spec.loader is not None
+    glue = importlib.util.module_from_spec(spec)
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # glue.py imports harness
+    spec.loader.exec_module(glue)
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    recipe_flags = {"--trainer.max_epochs", "--model.learning_rate", "--data.batch_size"}
+    for recipe, expected in [("run_glue", recipe_flags), ("default", set())]:
+        args = glue.parse_args([str(tmp_path), "--seqcls-recipe", recipe])
+        flags = set(glue.seqcls_fit_args("rte", train, dev, args))
+        assert flags & recipe_flags == expected
+        assert {"--data.max_length", "--seed_everything"} <= flags

@@ -307,6 +307,17 @@ class TextClassificationDataModule(TextDataModule):
             self.splits["train"] = [train]
             self._show_examples(train)
 
+    def train_label_counts(self) -> list[int]:
+        """Single-label: how many training rows (windows, with windows) carry each label id.
+
+        Known after ``setup("fit")``: the training rows as they train, held-out rows and
+        subsets removed."""
+        (train,) = self.splits["train"]
+        counts = [0] * len(self.label_names)
+        for label in train[LABELS]:
+            counts[int(label)] += 1
+        return counts
+
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
         return self._train_loader(

@@ -20,8 +20,10 @@ from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
+from seqcls.model.layers import reinitialise_top_layers
+from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, cross_entropy_sum
 from seqcls.model.metrics import WeightedMean, build_metrics
-from seqcls.model.optimization import adamw_with_warmup
+from seqcls.model.optimization import adamw_with_warmup, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import load_for_training
 from seqcls.model.xla_attention import use_device_side_attention_mask
@@ -48,6 +50,13 @@ class SequenceClassifier(pl.LightningModule):
         learning_rate: float = 5e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
+        head_learning_rate: float | None = None,
+        layer_lr_decay: float = 1.0,
+        reinit_layers: int = 0,
+        adam_betas: tuple[float, float] = (0.9, 0.999),
+        adam_epsilon: float = 1e-8,
+        class_weights: ClassWeights = None,
+        label_smoothing: float = 0.0,
         threshold: float = 0.5,
         calibrate: bool = True,
         gradient_checkpointing: bool = False,
@@ -67,6 +76,23 @@ class SequenceClassifier(pl.LightningModule):
             weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
+            head_learning_rate: Peak learning rate of the new classification head, which
+                starts from random weights; default ``learning_rate``.
+            layer_lr_decay: Layer-wise learning-rate decay: the top encoder layer trains at
+                ``learning_rate``, each layer below at this factor times the one above, the
+                embeddings last. 1: every layer alike.
+            reinit_layers: Re-initialise the top N encoder layers (and the pooler, where the
+                model has one) before training, instead of starting them from their
+                pretrained weights; helps on small data sets (Zhang et al. 2021). 0: none.
+            adam_betas: AdamW's decay rates of its first and second moment estimates.
+            adam_epsilon: AdamW's epsilon, added to the root of the second moment.
+            class_weights: Single-label only: weigh each label's rows in the training loss.
+                ``auto``: by inverse frequency among the training rows, so that every label
+                counts as much as if they were balanced; or one weight per label, in label id
+                order. Unset: every row alike. Evaluation losses are never weighted.
+            label_smoothing: Single-label only: train towards ``1 - label_smoothing`` on the
+                true label and the rest spread evenly over all labels (as
+                ``torch.nn.CrossEntropyLoss`` defines it). 0: none.
             threshold: Multi-label only: a label is predicted when its probability reaches this
                 (unless ``calibrate`` tuned one per label).
             calibrate: After fit, fit on the validation rows a temperature (single-label: the
@@ -98,6 +124,15 @@ class SequenceClassifier(pl.LightningModule):
         self.labels = LabelSpace(problem_type, tuple(label_names))
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
+        check_loss_options(class_weights, label_smoothing, problem_type, len(label_names))
+        self.class_weights, self.label_smoothing = class_weights, label_smoothing
+        weights = (
+            torch.tensor(class_weights, dtype=torch.float)
+            if isinstance(class_weights, list)
+            else None
+        )
+        # Not saved: a list comes back from the hyper-parameters, auto from the data at fit.
+        self.register_buffer("class_weight", weights, persistent=False)
         self.window_pooling = window_pooling
         # What predict applies on top of the logits: set after fit, or read from the run's
         # exported model (see run/report.py); none until then.
@@ -113,6 +148,7 @@ class SequenceClassifier(pl.LightningModule):
             # A checkpoint fine-tuned on other labels keeps its encoder, gets a new head.
             ignore_mismatched_sizes=True,
         )
+        reinitialise_top_layers(self.model, reinit_layers)
         if resolve_first_token_only(self.model, last_layer_first_token_only):
             compute_last_layer_for_first_token(self.model)
         # Packed batches (several rows per model row) run packed where the model is served.
@@ -129,6 +165,9 @@ class SequenceClassifier(pl.LightningModule):
         self.test_loss = WeightedMean()
 
     def setup(self, stage: str) -> None:
+        if stage == "fit" and self.class_weights == "auto":
+            counts = self.trainer.datamodule.train_label_counts()  # type: ignore[attr-defined]
+            self.class_weight = balanced_weights(counts)
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
         elif self.hparams["compile"] and stage == "fit":
@@ -147,10 +186,21 @@ class SequenceClassifier(pl.LightningModule):
     def training_step(self, batch: BatchOrPieces, batch_idx: int) -> torch.Tensor:
         pieces = pieces_of(batch)
         rows = sum(len(piece[LABELS]) for piece in pieces)
-        # Every loss here is a mean over rows (over rows and labels for multi-label), so
-        # weighting each piece's by its share of rows gives the whole batch's mean exactly.
-        losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
-        loss = torch.stack(losses).sum()
+        if self.class_weight is not None or self.label_smoothing:
+            # Sums and their divisors over all pieces: the whole batch's weighted mean.
+            parts = [
+                cross_entropy_sum(
+                    self(piece).logits, piece[LABELS], self.class_weight, self.label_smoothing
+                )
+                for piece in pieces
+            ]
+            sums, divisors = zip(*parts, strict=True)
+            loss = torch.stack(sums).sum() / torch.stack(divisors).sum()
+        else:
+            # Every loss here is a mean over rows (over rows and labels for multi-label), so
+            # weighting each piece's by its share of rows gives the whole batch's mean exactly.
+            losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
+            loss = torch.stack(losses).sum()
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
         in_progress_bar = not is_xla(self.trainer)
@@ -240,4 +290,22 @@ class SequenceClassifier(pl.LightningModule):
         return [ScoredRows(index, logits, document_labels, loss)]
 
     def configure_optimizers(self) -> Any:
-        return adamw_with_warmup(self, self.learning_rate, self.weight_decay, self.warmup_ratio)
+        options = self.hparams
+        groups = None
+        if options["layer_lr_decay"] != 1 or options["head_learning_rate"] is not None:
+            groups = layerwise_groups(
+                self.model,
+                self.learning_rate,
+                self.weight_decay,
+                options["layer_lr_decay"],
+                options["head_learning_rate"],
+            )
+        return adamw_with_warmup(
+            self,
+            self.learning_rate,
+            self.weight_decay,
+            self.warmup_ratio,
+            groups=groups,
+            betas=tuple(options["adam_betas"]),
+            eps=options["adam_epsilon"],
+        )

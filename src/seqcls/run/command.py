@@ -12,7 +12,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
@@ -41,6 +41,7 @@ from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter, validation_splits
 from seqcls.run.random_state import RandomState
+from seqcls.run.recipe import DerivedTrainingLength, Unset
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
@@ -79,6 +80,11 @@ class RunCLI(LightningCLI):
     command = "seqcls"  # how the command is typed, for the model card's reproduce line
     pipeline_tag = "text-classification"  # what model/ does, for the model card
     description = "seqcls: fine-tune a Hugging Face sequence classifier with PyTorch Lightning."
+    # Trainer defaults of this command over OPTIONS'; max_epochs None lets run/recipe.py derive
+    # the length of training from the data (see derives_training_length).
+    command_trainer_defaults: ClassVar[dict[str, Any]] = {}
+    derives_training_length = False
+    unset: Unset | None = None  # which length and validation flags the recipe decides
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
@@ -126,6 +132,7 @@ class RunCLI(LightningCLI):
         self.ckpt_path = self.start.local
         model = config.get("model", {}).get("model_name_or_path")
         check_continues(self.start, config.trainer.get("max_epochs"), model)
+        self.unset = Unset.of(config.trainer) if self.derives_training_length else None
         # Built now, so that a bad --last_checkpoint.* stops the run before any work.
         self.last_checkpoint = LastCheckpoint(
             self.layout.checkpoints, **config.last_checkpoint.as_dict()
@@ -161,6 +168,8 @@ class RunCLI(LightningCLI):
             ValidateFinalWeights(),
             EndEvaluationGraphs(),
         ]
+        if self.subcommand == "fit" and self.unset is not None:
+            callbacks.append(DerivedTrainingLength(self.unset))
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
         if in_vertex():
@@ -265,4 +274,6 @@ def run_cli(
     run: bool,
 ) -> Any:
     """Build ``cli_class`` with the shared options: parse, instantiate and (with run) run."""
-    return cli_class(model_class, datamodule_class, args=args, run=run, **OPTIONS)
+    trainer_defaults = OPTIONS["trainer_defaults"] | cli_class.command_trainer_defaults
+    options = OPTIONS | {"trainer_defaults": trainer_defaults}
+    return cli_class(model_class, datamodule_class, args=args, run=run, **options)

@@ -1,0 +1,82 @@
+"""The length of training and how often it validates follow from the training set's size."""
+
+import logging
+from pathlib import Path
+
+import pytest
+from jsonargparse import Namespace
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from seqcls.classifier_cli import make_cli
+from seqcls.run.recipe import Unset, derive_training_length
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+
+
+def test_small_sets_get_more_epochs_within_bounds() -> None:
+    epochs = [derive_training_length(rows, 100).epochs for rows in (50, 2_490, 3_668, 100_000)]
+    assert epochs == [10, 6, 4, 3]  # bounded above by 10, below by 3; RTE 6, MRPC 4
+
+
+def test_small_sets_validate_several_times_an_epoch() -> None:
+    assert derive_training_length(2_490, 78).validations_per_epoch == 4
+    assert derive_training_length(2_490, 2).validations_per_epoch == 2  # never more than batches
+    assert derive_training_length(67_349, 2_105).validations_per_epoch == 1
+
+
+def test_only_unset_flags_are_derived() -> None:
+    unset = {"max_epochs": None, "max_steps": -1, "max_time": None, "val_check_interval": None}
+    assert Unset.of(Namespace(unset)) == Unset(length=True, validation=True)
+    assert Unset.of(Namespace({**unset, "val_check_interval": 0.5})) == Unset(True, False)
+    assert Unset.of(Namespace({**unset, "max_epochs": 2})) == Unset(False, False)
+    assert Unset.of(Namespace({**unset, "max_steps": 10})) == Unset(False, False)
+
+
+def fit(run: Path, model: Path, *extra: str) -> object:
+    return make_cli(
+        [
+            "fit", "--trainer.accelerator", "cpu",
+            "--model.model_name_or_path", str(model),
+            "--data.train_file", str(SAMPLE / "train.csv"),
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.max_train_samples", "16", "--data.batch_size", "4",
+            "--data.cache_dir", str(run.parent / "cache"),
+            "--trainer.default_root_dir", str(run),
+            "--trainer.enable_progress_bar", "false",
+            *extra,
+        ]
+    )  # fmt: skip
+
+
+def validation_steps(run: Path) -> list[int]:
+    (events,) = run.glob("logs/**/events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events))
+    accumulator.Reload()
+    return [event.step for event in accumulator.Scalars("val/accuracy")]
+
+
+def test_fit_without_length_flags_derives_and_says_so(
+    tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        cli = fit(tmp_path / "run", tiny_bert)
+    # 16 rows in 4 batches: 10 epochs (the upper bound), 4 validations each, one per batch.
+    assert cli.trainer.current_epoch == 10  # type: ignore[attr-defined]
+    assert cli.trainer.global_step == 40  # type: ignore[attr-defined]
+    assert validation_steps(tmp_path / "run") == list(range(0, 40))
+    lines = [r.message for r in caplog.records if r.message.startswith("Derived from")]
+    assert lines == [
+        "Derived from the training data: 10 epochs (about 15,000 rows / 16 training rows, kept "
+        "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 rows), the best kept"
+    ]
+
+
+def test_a_given_length_is_kept_and_validates_once_an_epoch(
+    tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        cli = fit(tmp_path / "run", tiny_bert, "--trainer.max_epochs", "2")
+    assert cli.trainer.global_step == 8  # type: ignore[attr-defined]
+    assert validation_steps(tmp_path / "run") == [3, 7]
+    assert "Derived from" not in caplog.text
