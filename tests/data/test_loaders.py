@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
+from sample_data import fake_trainer
 from torch.utils.data import DistributedSampler
 
 from seqcls.data.classification import TextClassificationDataModule
@@ -32,13 +33,6 @@ def make_data(tiny_bert: Path, tmp_path: Path):
         )
 
     return make
-
-
-def fake_trainer(accelerator: type, world_size: int = 1, global_rank: int = 0) -> Any:
-    # Only isinstance() is asked of the accelerator, so none is constructed (XLA needs torch_xla).
-    return SimpleNamespace(
-        accelerator=object.__new__(accelerator), world_size=world_size, global_rank=global_rank
-    )
 
 
 def test_xla_pads_to_max_length_and_drops_the_last_batch_by_default() -> None:

@@ -1,11 +1,12 @@
 import random
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
+from sample_data import fake_trainer, set_up_on
+from sample_data import sample_data as shared_sample_data
 
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.loaders import resolve_packing
@@ -24,8 +25,6 @@ from seqcls.data.packing import (
 )
 from seqcls.data.sub_batches import pieces_of
 from seqcls.errors import ConfigurationError
-
-SAMPLE = Path(__file__).resolve().parents[2] / "data/sample"
 
 PAD = 1
 
@@ -99,10 +98,6 @@ def test_best_row_length_is_never_shorter_than_the_longest_row() -> None:
     assert cost == padded_cost(*packed_layout([10] * 32, length))
 
 
-def fake_trainer(accelerator: type) -> Any:
-    return SimpleNamespace(accelerator=object.__new__(accelerator), world_size=1, global_rank=0)
-
-
 @pytest.mark.parametrize(
     ("packing", "padding", "accelerator", "expected"),
     [
@@ -127,18 +122,7 @@ def test_packing_true_with_fixed_padding_is_a_one_line_error() -> None:
 
 
 def sample_data(tiny_bert: Path, tmp_path: Path, **overrides: Any) -> TextClassificationDataModule:
-    data = TextClassificationDataModule(
-        train_file=str(SAMPLE / "train.csv"),
-        validation_file=str(SAMPLE / "validation.csv"),
-        predict_file=str(SAMPLE / "predict.csv"),
-        tokenizer_name_or_path=str(tiny_bert),
-        batch_size=16,
-        cache_dir=str(tmp_path / "cache"),
-        **overrides,
-    )
-    data.trainer = fake_trainer(CPUAccelerator)
-    data.setup("fit")
-    return data
+    return set_up_on(CPUAccelerator, shared_sample_data(tiny_bert, tmp_path / "cache", **overrides))
 
 
 def test_training_validation_and_prediction_batches_are_packed(

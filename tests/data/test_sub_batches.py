@@ -8,6 +8,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
+from sample_data import fake_trainer, set_up_on
+from sample_data import sample_data as shared_sample_data
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from seqcls.data.classification import TextClassificationDataModule
@@ -17,13 +19,6 @@ from seqcls.data.sub_batches import SubBatches, pieces_of, split_by_length
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.throughput import Throughput
-
-SAMPLE = Path(__file__).resolve().parents[2] / "data/sample"
-
-
-def fake_trainer(accelerator: type) -> Any:
-    # Only isinstance() is asked of the accelerator, so none is constructed (XLA needs torch_xla).
-    return SimpleNamespace(accelerator=object.__new__(accelerator), world_size=1, global_rank=0)
 
 
 def padded_tokens(lengths: list[int], pieces: list[list[int]]) -> int:
@@ -106,18 +101,8 @@ def test_bad_sub_batches_are_a_one_line_error(pieces: int, padding: str, message
 
 def sample_data(tiny_bert: Path, tmp_path: Path, **overrides: Any) -> TextClassificationDataModule:
     # Sub-batches as such: with packing on, the cost model may pack a batch instead.
-    overrides = {"packing": False, **overrides}
-    data = TextClassificationDataModule(
-        train_file=str(SAMPLE / "train.csv"),
-        validation_file=str(SAMPLE / "validation.csv"),
-        tokenizer_name_or_path=str(tiny_bert),
-        batch_size=16,
-        cache_dir=str(tmp_path / "cache"),
-        **overrides,
-    )
-    data.trainer = fake_trainer(CPUAccelerator)
-    data.setup("fit")
-    return data
+    data = shared_sample_data(tiny_bert, tmp_path / "cache", packing=False, **overrides)
+    return set_up_on(CPUAccelerator, data)
 
 
 def test_cpu_training_batches_come_as_pieces_and_one_piece_when_asked(

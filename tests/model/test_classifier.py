@@ -6,6 +6,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import XLAAccelerator
+from sample_data import sample_data as shared_sample_data
 from transformers import masking_utils
 
 from seqcls.data.classification import TextClassificationDataModule
@@ -19,16 +20,8 @@ LABELS = ["account", "billing", "shipping", "technical"]
 
 
 def sample_data(tokenizer: Path, cache: Path, **overrides: object) -> TextClassificationDataModule:
-    arguments: dict[str, object] = {
-        "train_file": str(REPO / "data/sample/train.csv"),
-        "validation_file": str(REPO / "data/sample/validation.csv"),
-        "tokenizer_name_or_path": str(tokenizer),
-        "batch_size": 8,
-        "max_train_samples": 32,
-        "cache_dir": str(cache),
-        **overrides,
-    }
-    return TextClassificationDataModule(**arguments)  # type: ignore[arg-type]
+    arguments: dict[str, object] = {"batch_size": 8, "max_train_samples": 32, **overrides}
+    return shared_sample_data(tokenizer, cache, **arguments)
 
 
 def quick_trainer(tmp_path: Path, **overrides: object) -> pl.Trainer:

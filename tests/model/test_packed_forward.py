@@ -9,6 +9,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator
+from sample_data import sample_data
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -17,7 +18,6 @@ from transformers import (
     PreTrainedModel,
 )
 
-from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.packing import is_packed, pack
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.first_token import compute_last_layer_for_first_token, supports_first_token_only
@@ -47,7 +47,6 @@ EXTRA: dict[str, dict[str, Any]] = {
         "pos_att_type": ["p2c", "c2p"],
     },
 }
-SAMPLE = Path(__file__).resolve().parents[2] / "data/sample"
 LABEL_NAMES = ["account", "billing", "shipping", "technical"]
 SERVED = {"bert": "mask", "roberta": "mask", "xlm-roberta": "mask", "electra": "mask"}
 SERVED["deberta-v2"] = "encoder"
@@ -209,14 +208,7 @@ def test_packed_validation_and_prediction_match_unpacked(tiny_bert: Path, tmp_pa
                          enable_model_summary=False, default_root_dir=str(tmp_path))  # fmt: skip
     results = {}
     for packing in (True, False):
-        data = TextClassificationDataModule(
-            train_file=str(SAMPLE / "train.csv"),
-            validation_file=str(SAMPLE / "validation.csv"),
-            tokenizer_name_or_path=str(tiny_bert),
-            batch_size=16,
-            cache_dir=str(tmp_path / "cache"),
-            packing=packing,
-        )
+        data = sample_data(tiny_bert, tmp_path / "cache", packing=packing)
         (metrics,) = trainer.validate(model, datamodule=data, verbose=False)
         assert is_packed(next(iter(data.val_dataloader()[0]))) == packing
         model.eval()

@@ -8,6 +8,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator
+from sample_data import sample_data as shared_sample_data
 from torch.nn import functional
 from transformers import AutoModelForSequenceClassification
 
@@ -25,15 +26,8 @@ LAYER = re.compile(r"\.layer\.(\d+)\.")
 
 
 def sample_data(tokenizer: Path, cache: Path, **overrides: object) -> TextClassificationDataModule:
-    return TextClassificationDataModule(
-        train_file=str(REPO / "data/sample/train.csv"),
-        validation_file=str(REPO / "data/sample/validation.csv"),
-        tokenizer_name_or_path=str(tokenizer),
-        batch_size=8,
-        max_train_samples=32,
-        cache_dir=str(cache),
-        **overrides,  # type: ignore[arg-type]
-    )
+    arguments: dict[str, object] = {"batch_size": 8, "max_train_samples": 32, **overrides}
+    return shared_sample_data(tokenizer, cache, **arguments)
 
 
 def quick_trainer(tmp_path: Path, max_steps: int) -> pl.Trainer:
