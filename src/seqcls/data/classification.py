@@ -11,7 +11,7 @@ from seqcls.data.base import TextDataModule
 from seqcls.data.columns import LABELS
 from seqcls.data.encoding import EncodingSpec, load_encoded
 from seqcls.data.glue import GLUE_DATASETS, glue_task
-from seqcls.data.labels import LabelSpace, ProblemType
+from seqcls.data.labels import LabelSpace, ProblemType, label_counts
 from seqcls.data.loaders import (
     Collate,
     Padding,
@@ -313,10 +313,7 @@ class TextClassificationDataModule(TextDataModule):
         Known after ``setup("fit")``: the training rows as they train, held-out rows and
         subsets removed."""
         (train,) = self.splits["train"]
-        counts = [0] * len(self.label_names)
-        for label in train[LABELS]:
-            counts[int(label)] += 1
-        return counts
+        return label_counts(train[LABELS], len(self.label_names))
 
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]

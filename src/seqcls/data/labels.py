@@ -90,6 +90,14 @@ def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) ->
     return list(_label_ids(values, space.names, where=where))
 
 
+def label_counts(label_ids: Sequence[int], num_labels: int) -> list[int]:
+    """How many of ``label_ids`` (single-label class ids) carry each of ``num_labels`` ids."""
+    counts = [0] * num_labels
+    for label in label_ids:
+        counts[int(label)] += 1
+    return counts
+
+
 def split_labels(values: Sequence[object], separator: str | None) -> list[object]:
     """With a separator, text cells become label lists: ``"billing|shipping"`` -> two labels."""
     if separator is None:
