@@ -12,6 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from seqcls.allocator import keep_freed_memory
 from seqcls.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ def main(args: Any = None) -> None:
     # Before torch_xla loads, which reads it once: the scalars 0 and 1 as data, not constants,
     # so that graphs on a TPU do not change with a value (seqcls.run.xla_graphs).
     os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
+    # Before the first large allocation: training steps reuse freed memory (allocator.py).
+    keep_freed_memory()
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     import datasets
     from pytorch_lightning.utilities.exceptions import SIGTERMException
