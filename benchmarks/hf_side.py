@@ -156,6 +156,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         clock.attach(model)
         trained = trainer.train()
         peak = peak_rss_mib()
+        if spec.get("save_model"):  # as run_glue does after training
+            trainer.save_model(f"{out}/model")
         prediction = trainer.predict(encoded["validation"])
     predictions, gold = np.asarray(prediction.predictions), np.asarray(prediction.label_ids)
     metrics = scores(spec["task"], predictions, gold)

@@ -5,6 +5,9 @@
     python benchmarks/run.py compare --model MODEL --train FILE --validation FILE [--sides ...]
         seqcls and the HF Trainer on the same rows for the same optimizer steps, each side in
         its own process: speed, time to first step, memory, MFU, dev accuracy, and the ratios
+    python benchmarks/run.py whole --model MODEL --train FILE --validation FILE [--sides ...]
+        the whole job as a user runs it, process start to exit, seqcls's defaults against
+        the HF Trainer, several rounds: seconds, dev accuracy, speed-ups
     python benchmarks/run.py glue GLUE_DIR [--tasks rte,mrpc,stsb,cola]
         run_glue's recipe on GLUE tasks with both, to the end: the dev metrics side by side
     python benchmarks/run.py xla-buckets --model MODEL --train FILE
@@ -31,6 +34,7 @@ if HERE not in sys.path:
 SUBCOMMANDS = {
     "throughput": "seqcls_side",
     "compare": "compare",
+    "whole": "whole",
     "glue": "glue",
     "xla-buckets": "xla_buckets",
 }
