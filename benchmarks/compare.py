@@ -14,7 +14,8 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     hf-default       run_glue's defaults: every example padded to --max-length, random order
     hf-best          dynamic padding + train_sampling_strategy=group_by_length, fp32
     hf-best-bf16     hf-best with bf16=True (autocast)
-    seqcls-default   seqcls's defaults (on a CPU: each batch as up to 4 length-sorted pieces)
+    seqcls-default   seqcls's defaults (on a CPU: each batch packed, or split into up to 4
+                     length-sorted pieces, whichever its cost model says is faster)
     seqcls-bf16      --trainer.precision bf16-mixed
     seqcls-whole     --data.sub_batches 1: each batch in one forward pass
     seqcls-grouped   --data.group_by_length true

@@ -110,7 +110,13 @@ def run_seqcls(args: argparse.Namespace, name: str, cache: Path, log: Path) -> d
             subprocess.run(command, check=True, timeout=args.timeout, stdout=output, stderr=output)
         seconds = time.perf_counter() - started
         metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
-    return {"seconds": seconds, "dev_accuracy": metrics["validation"]["accuracy"]}
+    fit = metrics["fit"]
+    return {
+        "seconds": seconds,
+        "dev_accuracy": metrics["validation"]["accuracy"],
+        "optimizer_steps": fit["steps"],
+        "finished": fit["status"] == "finished",
+    }
 
 
 def run_hf(args: argparse.Namespace, name: str, cache: Path) -> dict[str, Any]:
@@ -130,7 +136,12 @@ def run_hf(args: argparse.Namespace, name: str, cache: Path) -> dict[str, Any]:
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
     started = time.perf_counter()
     result = in_own_process("hf_side", spec, timeout=args.timeout, env=env)
-    return {"seconds": time.perf_counter() - started, "dev_accuracy": result["dev_accuracy"]}
+    return {
+        "seconds": time.perf_counter() - started,
+        "dev_accuracy": result["dev_accuracy"],
+        "optimizer_steps": result["optimizer_steps"],
+        "finished": True,  # the Trainer returns only once it trained every step
+    }
 
 
 def run_once(args: argparse.Namespace, name: str, cache: Path, log: Path) -> dict[str, Any]:

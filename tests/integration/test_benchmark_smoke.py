@@ -2,27 +2,17 @@
 the harness's step clock counts tokens and FLOPs by the formula it documents."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmark_entry import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 8, 3, 1, 64
 # Four texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included), so
 # the real tokens of any batch are known without knowing which rows it drew.
 TEXTS = ["my order arrived late", "my parcel arrived late", "please cancel my plan"]
-
-
-def load_run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path for its siblings
-    return module
 
 
 def tokens_per_text(model: Path) -> int:
@@ -87,7 +77,7 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
 
 
 def test_run_names_the_subcommands_when_none_is_given() -> None:
-    with pytest.raises(SystemExit, match="throughput, compare, glue, xla-buckets"):
+    with pytest.raises(SystemExit, match="throughput, compare, whole, glue, xla-buckets"):
         load_run().main(["--config", "configs/local.yaml"])
 
 

@@ -2,27 +2,17 @@
 in its own process, and counts exactly the steps, rows and tokens each side trained on."""
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmark_entry import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 4, 3, 1, 32
 # Texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included): the real
 # tokens of any batch are known without knowing which rows it drew.
 TEXTS = ["my order arrived late", "please cancel my plan", "my parcel arrived late"]
-
-
-def load_run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_tsv(path: Path, rows: int) -> str:
