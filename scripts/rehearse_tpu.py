@@ -81,7 +81,6 @@ def default_args(work: Path) -> list[str]:
         "--model.model_name_or_path", str(model),
         "--data.train_file", str(SAMPLE / "train.csv"),
         "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_length", "64",
         "--data.max_train_samples", "96",
         "--data.batch_size", "16",
         "--trainer.max_epochs", "2",

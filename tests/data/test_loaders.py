@@ -50,11 +50,36 @@ def test_an_explicit_choice_wins_on_every_accelerator() -> None:
 
 
 def test_xla_trainer_gives_fixed_shapes_and_full_batches(make_data) -> None:
+    # A model that cannot take packed rows (here: none at all) trains on padded batches.
     data = make_data(max_length=24, batch_size=5)  # 24 rows: 4 full batches and 4 left over
     data.trainer = fake_trainer(XLAAccelerator)
     data.setup("fit")
     shapes = [tuple(batch["input_ids"].shape) for batch in data.train_dataloader()]
     assert shapes == [(5, 24)] * 4
+
+
+def test_xla_trainer_packs_training_batches_into_one_shape(make_data) -> None:
+    data = make_data(max_length=64, batch_size=4)
+    data.trainer = fake_trainer(XLAAccelerator)
+    data.trainer.lightning_module = SimpleNamespace(takes_packed_batches=True)
+    data.setup("fit")
+    loader = data.train_dataloader()
+    batches = list(loader)
+    assert len(batches) == len(loader) > 1
+    assert {tuple(batch["input_ids"].shape) for batch in batches} == {
+        tuple(batches[0]["input_ids"].shape)
+    }
+    assert batches[0]["input_ids"].shape[1] == 64
+    (train,) = data.splits["train"]
+    indices = [int(i) for batch in batches for i in batch["index"] if i >= 0]
+    assert len(indices) == len(set(indices)) == sum(batch["examples"] for batch in batches)
+    assert len(train) - len(indices) < 2 * data.batch_size  # only the epoch's last batch left
+    # Evaluation batches keep max_length padding.
+    (validation,) = data.val_dataloader()
+    assert next(iter(validation))["input_ids"].shape == (4, 64)
+    # --data.packing false pads training batches too.
+    data.packing = False
+    assert {tuple(b["input_ids"].shape) for b in data.train_dataloader()} == {(4, 64)}
 
 
 def test_bucket_padding_pads_each_batch_to_the_shortest_bucket_that_holds_it(make_data) -> None:

@@ -1,9 +1,9 @@
 """``bash scripts/rehearse-tpu.sh``: the shipped TPU config, on one XLA:CPU device, in a bucket.
 
 It trains with configs/trainer/tpu.yaml as shipped (precision, TensorBoard, the
-every-10-minutes checkpoint timer, validation, fixed padding), is stopped by SIGTERM, resumes
-from gs:// last.ckpt and finishes, and no steady-state training step reads a value back to the
-host, and nothing recompiles after warm-up, its second validation included.
+every-10-minutes checkpoint timer, validation, fixed-shape packed batches), is stopped by
+SIGTERM, resumes from gs:// last.ckpt and finishes; no steady-state training step reads a
+value back to the host, and nothing recompiles after warm-up, its second validation included.
 """
 
 import re
@@ -39,7 +39,11 @@ def test_the_rehearsal_resumes_from_the_bucket_without_host_syncs(
     assert synced is not None, output[-6000:]
     assert int(synced.group(2)) > 0
     assert synced.group(1) == "0", synced.group(0)
-    assert re.search(r"^padding efficiency: \d+\.\d%$", stdout, re.MULTILINE)
+    # Training batches are packed into one fixed shape (data/dense_packing.py): the sample
+    # messages fill at most a third of a 64-token row each, yet the rows stay dense.
+    efficiency = re.search(r"^padding efficiency: (\d+\.\d)%$", stdout, re.MULTILINE)
+    assert efficiency is not None, output[-6000:]
+    assert float(efficiency.group(1)) >= 85.0, efficiency.group(0)
     last = re.search(r"^last\.ckpt: (gs://\S+/checkpoints/last\.ckpt)$", stdout, re.MULTILINE)
     assert last is not None
     assert f"resuming from {last.group(1)}" in output

@@ -15,6 +15,7 @@ import pytest
 from xla_cpu import SAMPLE, Run, Train
 
 import seqcls.model.classifier
+from seqcls.data.dense_packing import DenseBatchOrder
 
 pytestmark = pytest.mark.xla
 REPO = Path(__file__).resolve().parents[2]
@@ -36,10 +37,24 @@ def test_training_steps_compile_nothing_and_sync_nothing_after_warm_up(
 ) -> None:
     run = train_on_xla(steps=STEPS)
     assert len(run.steps) == STEPS
-    # Chosen by the data module because the trainer is on XLA: no flag was passed.
-    assert {step.seq_length for step in run.steps} == {run.data.max_length}
-    assert run.trainer.train_dataloader.drop_last is True
+    # Chosen by the data module because the trainer is on XLA: no flag was passed. Packed
+    # densely, every batch has one shape: a few rows of max_length tokens.
+    assert isinstance(run.trainer.train_dataloader.sampler, DenseBatchOrder)
+    assert run.trainer.train_dataloader.sampler.drop_last_batch is True
+    assert {(step.rows, step.seq_length) for step in run.steps} == {(2, run.data.max_length)}
     assert run.steps[WARM_UP - 1].compiles > 0  # the counter works: warm-up did compile
+    assert after_warm_up(run) == (0, 0)
+
+
+def test_unpacked_batches_are_padded_to_max_length_and_compile_nothing_after_warm_up(
+    train_on_xla: Train,
+) -> None:
+    run = train_on_xla(steps=STEPS, packing=False)
+    batch_size = run.data.batch_size
+    assert {(step.rows, step.seq_length) for step in run.steps} == {
+        (batch_size, run.data.max_length)
+    }
+    assert run.trainer.train_dataloader.drop_last is True
     assert after_warm_up(run) == (0, 0)
 
 
@@ -48,10 +63,12 @@ def test_without_the_device_side_mask_every_step_syncs(
 ) -> None:
     # transformers checks padding_mask.all() on the host in every forward unless the mask is
     # always built: what seqcls.model.xla_attention.use_device_side_attention_mask switches off.
+    # Padded batches (evaluation's, or training's with packing off) take that path; packed
+    # ones pass their block mask whole, which transformers never checks.
     monkeypatch.setattr(
         seqcls.model.classifier, "use_device_side_attention_mask", lambda model: None
     )
-    run = train_on_xla(steps=STEPS)
+    run = train_on_xla(steps=STEPS, packing=False)
     _, syncs = after_warm_up(run)
     assert syncs >= STEPS - WARM_UP
 
@@ -122,7 +139,7 @@ def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: 
     assert compiles_per_new_length(run) >= 1
 
 
-def test_the_bucket_benchmark_runs_both_settings(tiny_bert: Path, tmp_path: Path) -> None:
+def test_the_xla_padding_benchmark_runs_every_setting(tiny_bert: Path, tmp_path: Path) -> None:
     # A smoke run of benchmarks/run.py xla-buckets, so it keeps working; its timings mean nothing.
     results = tmp_path / "buckets.json"
     done = subprocess.run(
@@ -136,8 +153,10 @@ def test_the_bucket_benchmark_runs_both_settings(tiny_bert: Path, tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     measured = json.loads(results.read_text())["results"]
-    assert measured["max_length"]["lengths"] == [64]
+    assert measured["max_length"]["lengths"] == measured["packed"]["lengths"] == [64]
     assert set(measured["buckets"]["lengths"]) <= {16, 32, 64}
     efficiency = {name: r["padding_efficiency"] for name, r in measured.items()}
     assert 0 < efficiency["max_length"] < efficiency["buckets"] <= 1
+    assert efficiency["max_length"] < efficiency["packed"] <= 1
     assert "buckets / max_length, fit time:" in done.stdout
+    assert "packed / max_length, fit time:" in done.stdout

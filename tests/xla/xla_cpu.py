@@ -53,9 +53,10 @@ class CPUXLAAccelerator(XLAAccelerator):
 
 @dataclass(frozen=True)
 class Step:
-    """One training step: its batch's sequence length, and torch_xla's counts so far."""
+    """One training step: its batch's shape, and torch_xla's counts so far."""
 
     seq_length: int
+    rows: int
     compiles: int
     syncs: int
 
@@ -75,6 +76,7 @@ class StepCounts(pl.Callback):
         self.steps.append(
             Step(
                 seq_length=batch["input_ids"].shape[1],
+                rows=batch["input_ids"].shape[0],
                 compiles=compile_time[0] if compile_time else 0,
                 syncs=met.counter_value(HOST_SYNC) or 0,
             )
@@ -141,6 +143,7 @@ class RehearsalProbe(pl.Callback):
         self.steady_syncs: list[int] = []
         self.logging_syncs: list[int] = []
         self.masks: list[torch.Tensor] = []
+        self.segments: list[torch.Tensor] = []
         self._open: tuple[int, int, int] | None = None  # step, compiles, syncs at its start
         self._validation_open: tuple[int, int] | None = None  # number, compiles at its start
         self._log_every = 1
@@ -198,8 +201,12 @@ class RehearsalProbe(pl.Callback):
     ) -> None:
         self.steps += 1
         print(f"rehearsal: step {trainer.global_step}", flush=True)  # for the driver's SIGTERM
-        if isinstance(batch, Mapping) and "attention_mask" in batch:
-            self.masks.append(batch["attention_mask"])  # a reference: nothing is read yet
+        # References: nothing is read back until the end. A packed batch marks its real
+        # tokens by segment (0 is padding), a padded one by its attention mask.
+        if isinstance(batch, Mapping) and "segment_ids" in batch:
+            self.segments.append(batch["segment_ids"])
+        elif isinstance(batch, Mapping) and "attention_mask" in batch:
+            self.masks.append(batch["attention_mask"])
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._close_step()
@@ -224,7 +231,8 @@ class RehearsalProbe(pl.Callback):
 
     def write(self) -> None:
         real = sum(int(mask.sum().item()) for mask in self.masks)
-        computed = sum(mask.numel() for mask in self.masks)
+        real += sum(int((segments > 0).sum().item()) for segments in self.segments)
+        computed = sum(tensor.numel() for tensor in [*self.masks, *self.segments])
         counts = {
             "steps": self.steps,
             "recompiles": self.recompiles,

@@ -9,9 +9,11 @@ from torch.utils.data import DataLoader
 
 from seqcls.data.base import TextDataModule
 from seqcls.data.columns import LABELS
+from seqcls.data.dense_packing import dense_train_loader
 from seqcls.data.encoding import EncodingSpec, load_encoded
 from seqcls.data.glue import GLUE_DATASETS, glue_task
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
+from seqcls.data.length_grouping import token_lengths
 from seqcls.data.loaders import (
     Collate,
     Padding,
@@ -158,8 +160,11 @@ class TextClassificationDataModule(TextDataModule):
                 logits and mean loss, far less padding (docs/packing.md). ``auto``: on CPU
                 with ``padding: longest``, each batch (training, validation, prediction) is
                 packed or split into ``sub_batches``, whichever a measured cost model says is
-                faster; off elsewhere. ``true``: every batch packed. ``false``: never. A
-                model that cannot take packed rows runs them unpacked, with the same results.
+                faster; on XLA (TPU) with ``padding: max_length``, training batches are
+                packed densely into one fixed shape, about ``batch_size`` random rows each,
+                so nothing recompiles (docs/packing.md); off elsewhere. ``true``: every
+                batch packed. ``false``: never. A model that cannot take packed rows runs
+                them unpacked, with the same results (on XLA: padded to ``max_length``).
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.
@@ -317,6 +322,20 @@ class TextClassificationDataModule(TextDataModule):
 
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
+        if self.trainer is not None and self._packs_densely():
+            world = (self.trainer.world_size, self.trainer.global_rank)
+            return dense_train_loader(
+                train,
+                lengths=token_lengths(train),
+                batch_size=self.batch_size,
+                row_length=self.max_length,
+                pad_token_id=self.tokenizer.pad_token_id or 0,
+                num_workers=self.num_workers,
+                seed=self.seed,
+                drop_last=resolve_drop_last(self.drop_last, self.trainer),
+                world=world,
+                resume=self._resume_point,
+            )
         return self._train_loader(
             train,
             self.collate(training=True),
@@ -334,6 +353,15 @@ class TextClassificationDataModule(TextDataModule):
     def predict_dataloader(self) -> DataLoader:
         (rows,) = self.splits["predict"]
         return self._eval_loader(rows, self.collate())
+
+    def _packs_densely(self) -> bool:
+        """Whether training batches are packed into one fixed shape (XLA, ``dense_packing``):
+        asked for, and the model takes packed rows (else its batches would change shape)."""
+        padding = resolve_padding(self.padding, self.trainer)
+        if resolve_packing(self.packing, padding=padding, trainer=self.trainer) != "dense":
+            return False
+        module = getattr(self.trainer, "lightning_module", None)
+        return bool(getattr(module, "takes_packed_batches", False))
 
     def collate(self, *, training: bool = False) -> Collate:
         """Pads rows into a batch, or into its sub-batches where those are on."""

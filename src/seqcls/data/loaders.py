@@ -30,7 +30,7 @@ from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 
 Padding = Literal["longest", "max_length", "buckets"]
-Packing = Literal["off", "per_batch", "always"]
+Packing = Literal["off", "per_batch", "always", "dense"]
 Collate = Callable[[list[dict[str, Any]]], Any]
 
 
@@ -88,8 +88,11 @@ def resolve_packing(
     packing: bool | Literal["auto"], *, padding: str, trainer: pl.Trainer | None
 ) -> Packing:
     """``auto``: per batch, by the measured cost model, on a CPU with ``padding: longest``
-    (measured to win there, docs/benchmarks.md); elsewhere off: XLA must keep its shapes, and
-    on GPUs it is not measured. ``true`` packs every batch."""
+    (measured to win there, docs/benchmarks.md); on XLA with ``padding: max_length``,
+    ``dense``: training batches in one fixed packed shape (``dense_packing.py``), evaluation
+    batches padded; elsewhere off (on GPUs it is not measured). ``true`` packs every batch."""
+    if is_xla(trainer):
+        return "dense" if packing is not False and padding == "max_length" else "off"
     if packing is True:
         if padding != "longest":
             raise ConfigurationError(

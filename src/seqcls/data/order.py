@@ -8,6 +8,7 @@ resumed mid-epoch starts that epoch's order after the rows already trained (``re
 """
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from torch.utils.data import DistributedSampler
 
@@ -44,25 +45,31 @@ class EpochOrder(DistributedSampler):
         self._resume: Callable[[], tuple[int, int] | None] | None = None
 
     def resume_from(self, point: Callable[[], tuple[int, int] | None]) -> None:
-        """Start the first pass at ``point()``: (epoch, rows of it already trained), or None.
+        """Start the first pass at ``point()``: (epoch, ``units`` of it already trained), or
+        None.
 
         Asked when the pass starts, not now: Lightning builds the loader (to count the steps
         of the LR schedule) before it restores the loops from the checkpoint.
         """
         self._resume = point
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[Any]:
         # Lightning calls set_epoch before each epoch; a second pass without it (a plain
         # DataLoader iterated twice) gets a new order too, as a RandomSampler would.
         if self.epoch == self._epoch_used:
             self.epoch += 1
         self._epoch_used = self.epoch
-        rows = self.shard(self.epoch)
+        units = self.units(self.epoch)
         point = self._resume() if self._resume is not None else None
         self._resume = None
         if point is not None and point[0] == self.epoch:
-            rows = rows[point[1] :]
-        return iter(rows)
+            units = units[point[1] :]
+        return iter(units)
+
+    def units(self, epoch: int) -> list[Any]:
+        """What this sampler yields for ``epoch``, in order, and what a resume point counts:
+        here this rank's row indices (a subclass may yield whole batches)."""
+        return self.shard(epoch)
 
     def shard(self, epoch: int) -> list[int]:
         """This rank's indices for ``epoch``, in order."""

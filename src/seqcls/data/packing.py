@@ -26,6 +26,9 @@ Batch = dict[str, torch.Tensor]
 SEGMENT_IDS = "segment_ids"
 SEGMENT_ROWS = "segment_rows"
 SEGMENT_STARTS = "segment_starts"
+# How many examples a batch with empty example slots holds (``dense_packing.py``), as a
+# Python number: counting them needs no read back from the device.
+EXAMPLES = "examples"
 # Columns laid out token by token; every other column has one value per row.
 _TOKEN_COLUMNS = ("input_ids", "token_type_ids")
 
@@ -36,6 +39,8 @@ def is_packed(batch: Mapping[str, Any]) -> bool:
 
 def examples_in(batch: Mapping[str, Any]) -> int:
     """How many examples (rows of the data) a batch holds, packed or not."""
+    if EXAMPLES in batch:
+        return int(batch[EXAMPLES])
     if is_packed(batch):
         return len(batch[SEGMENT_STARTS])
     return int(batch["input_ids"].shape[0])

@@ -13,7 +13,7 @@ from transformers.loss.loss_utils import ForSequenceClassificationLoss
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.labels import LabelSpace, ProblemType
 from seqcls.data.metric_names import metric_names
-from seqcls.data.packing import is_packed
+from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
@@ -21,7 +21,7 @@ from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.layers import reinitialise_top_layers
-from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, cross_entropy_sum
+from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
@@ -177,6 +177,11 @@ class SequenceClassifier(pl.LightningModule):
             # The compiled graph would not see which tokens a packed batch's head reads.
             self.packed_forward.route = None
 
+    @property
+    def takes_packed_batches(self) -> bool:
+        """Whether packed batches run packed (else unpacked: the same results, no speed-up)."""
+        return self.packed_forward.served
+
     def forward(self, batch: Batch) -> Any:
         if is_packed(batch):
             return self.packed_forward(batch)
@@ -185,22 +190,14 @@ class SequenceClassifier(pl.LightningModule):
 
     def training_step(self, batch: BatchOrPieces, batch_idx: int) -> torch.Tensor:
         pieces = pieces_of(batch)
-        rows = sum(len(piece[LABELS]) for piece in pieces)
-        if self.class_weight is not None or self.label_smoothing:
-            # Sums and their divisors over all pieces: the whole batch's weighted mean.
-            parts = [
-                cross_entropy_sum(
-                    self(piece).logits, piece[LABELS], self.class_weight, self.label_smoothing
-                )
-                for piece in pieces
-            ]
-            sums, divisors = zip(*parts, strict=True)
-            loss = torch.stack(sums).sum() / torch.stack(divisors).sum()
-        else:
-            # Every loss here is a mean over rows (over rows and labels for multi-label), so
-            # weighting each piece's by its share of rows gives the whole batch's mean exactly.
-            losses = [self(piece).loss * (len(piece[LABELS]) / rows) for piece in pieces]
-            loss = torch.stack(losses).sum()
+        rows = sum(examples_in(piece) for piece in pieces)
+        loss = training_loss(
+            pieces,
+            self,
+            self.labels.problem_type,
+            self.class_weight,
+            self.label_smoothing,
+        )
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
         in_progress_bar = not is_xla(self.trainer)

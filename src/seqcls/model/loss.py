@@ -1,12 +1,15 @@
 """The training loss when it is not the model's own: class weights and label smoothing."""
 
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import torch
 from torch.nn import functional
 
+from seqcls.data.columns import LABELS
+from seqcls.data.dense_packing import PRESENT
 from seqcls.data.labels import ProblemType
+from seqcls.data.packing import examples_in
 from seqcls.errors import ConfigurationError
 
 ClassWeights = Literal["auto"] | list[float] | None
@@ -67,3 +70,65 @@ def cross_entropy_sum(
     )
     total = weight[labels].sum() if weight is not None else torch.tensor(float(len(labels)))
     return losses.sum(), total.to(losses.device)
+
+
+def masked_mean_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    present: torch.Tensor,
+    problem_type: ProblemType,
+    weight: torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+) -> torch.Tensor:
+    """The mean training loss over the rows where ``present`` is True, the others left out:
+    what the model's own loss (or ``cross_entropy_sum``'s weighted mean) gives for those rows
+    alone. For batches of one fixed shape with empty slots (``data/dense_packing.py``); a
+    mask, not a selection, so the shape never changes."""
+    logits = logits.float()
+    keep = present.to(logits.dtype)
+    if problem_type == "regression":
+        # transformers' MSELoss: a one-output model's logits squeezed to the labels' shape.
+        values = logits.squeeze(-1) if labels.dim() == 1 else logits
+        per_row = (values - labels.to(logits.dtype)).pow(2).reshape(len(keep), -1).mean(-1)
+        divisor = keep.sum()
+    elif problem_type == "multi_label_classification":
+        per_row = functional.binary_cross_entropy_with_logits(
+            logits, labels.to(logits.dtype), reduction="none"
+        ).mean(-1)
+        divisor = keep.sum()
+    else:
+        per_row = functional.cross_entropy(
+            logits, labels, weight=weight, label_smoothing=label_smoothing, reduction="none"
+        )
+        divisor = (weight[labels] * keep).sum() if weight is not None else keep.sum()
+    return (per_row * keep).sum() / divisor
+
+
+def training_loss(
+    pieces: Sequence[dict[str, Any]],
+    score: Callable[[dict[str, Any]], Any],
+    problem_type: ProblemType,
+    weight: torch.Tensor | None,
+    label_smoothing: float,
+) -> torch.Tensor:
+    """The training batch's mean loss over its rows, from its pieces (sub-batches, or the one
+    batch) each scored by ``score`` (the model's forward pass)."""
+    if len(pieces) == 1 and PRESENT in pieces[0]:
+        (batch,) = pieces
+        logits = score(batch).logits
+        return masked_mean_loss(
+            logits, batch[LABELS], batch[PRESENT], problem_type, weight, label_smoothing
+        )
+    if weight is not None or label_smoothing:
+        # Sums and their divisors over all pieces: the whole batch's weighted mean.
+        parts = [
+            cross_entropy_sum(score(piece).logits, piece[LABELS], weight, label_smoothing)
+            for piece in pieces
+        ]
+        sums, divisors = zip(*parts, strict=True)
+        return torch.stack(sums).sum() / torch.stack(divisors).sum()
+    # Every loss here is a mean over rows (over rows and labels for multi-label), so weighting
+    # each piece's by its share of rows gives the whole batch's mean exactly.
+    rows = sum(examples_in(piece) for piece in pieces)
+    losses = [score(piece).loss * (examples_in(piece) / rows) for piece in pieces]
+    return torch.stack(losses).sum()

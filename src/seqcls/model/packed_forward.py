@@ -31,6 +31,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.loaders import CPU_SUB_BATCHES
 from seqcls.data.packing import (
+    EXAMPLES,
     SEGMENT_IDS,
     SEGMENT_ROWS,
     SEGMENT_STARTS,
@@ -75,7 +76,8 @@ class PackedForward:
         inputs = {
             "input_ids": batch["input_ids"],
             "position_ids": batch["position_ids"] + self.position_offset,
-            "labels": batch.get(LABELS),
+            # A batch with empty slots is scored by the caller (``masked_mean_loss``).
+            "labels": None if EXAMPLES in batch else batch.get(LABELS),
         }
         if "token_type_ids" in batch:
             inputs["token_type_ids"] = batch["token_type_ids"]

@@ -1,0 +1,73 @@
+"""A fixed-shape packed batch (XLA) trains exactly as its rows padded: empty slots count nowhere."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_packed_forward import classifier
+from torch.nn import functional
+from transformers import AutoTokenizer, DataCollatorWithPadding
+
+from seqcls.data.dense_packing import DensePack
+from seqcls.model.loss import masked_mean_loss
+
+TEXTS = ["hi", "where is my parcel today", "ok then", "a much longer question about a bill"]
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
+def test_a_dense_training_step_equals_the_padded_one(
+    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    path = request.getfixturevalue(fixture)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(TEXTS * 3)]
+    model = classifier(path, tmp_path)
+    model.model.eval()  # no dropout: the two runs must see the same network
+
+    def loss_and_gradients(batch: Any) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        loss = model.training_step(batch, 0)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    columns = {key: [feature[key] for feature in features] for key in features[0]}
+    # Room for 24 examples in 6 rows of 32 tokens: 12 slots stay empty, label 0, yet unused.
+    dense = DensePack(rows=6, row_length=32, slots=24, pad_token_id=tokenizer.pad_token_id)(columns)
+    padded = DataCollatorWithPadding(tokenizer)(features)
+    whole_loss, whole_gradients = loss_and_gradients(padded)
+    dense_loss, dense_gradients = loss_and_gradients(dense)
+    torch.testing.assert_close(dense_loss, whole_loss, atol=2e-6, rtol=1e-4)
+    assert len(dense_gradients) == len(whole_gradients)
+    for dense_gradient, whole_gradient in zip(dense_gradients, whole_gradients, strict=True):
+        torch.testing.assert_close(dense_gradient, whole_gradient, atol=5e-6, rtol=1e-4)
+
+
+PRESENT = torch.tensor([True, True, False, True, False])
+
+
+def test_single_label_loss_over_present_rows_with_weights_and_smoothing() -> None:
+    torch.manual_seed(0)
+    logits, labels = torch.randn(5, 3), torch.tensor([2, 0, 1, 1, 0])
+    weight = torch.tensor([0.5, 2.0, 1.0])
+    kept = PRESENT.nonzero().squeeze(1)
+    expected = functional.cross_entropy(logits[kept], labels[kept])
+    got = masked_mean_loss(logits, labels, PRESENT, "single_label_classification")
+    torch.testing.assert_close(got, expected)
+    expected = functional.cross_entropy(
+        logits[kept], labels[kept], weight=weight, label_smoothing=0.1
+    )
+    got = masked_mean_loss(logits, labels, PRESENT, "single_label_classification", weight, 0.1)
+    torch.testing.assert_close(got, expected)
+
+
+def test_regression_and_multi_label_losses_over_present_rows() -> None:
+    torch.manual_seed(0)
+    kept = PRESENT.nonzero().squeeze(1)
+    scores, values = torch.randn(5, 1), torch.randn(5)
+    expected = functional.mse_loss(scores[kept].squeeze(-1), values[kept])
+    torch.testing.assert_close(masked_mean_loss(scores, values, PRESENT, "regression"), expected)
+    logits, targets = torch.randn(5, 4), (torch.rand(5, 4) > 0.5).float()
+    expected = functional.binary_cross_entropy_with_logits(logits[kept], targets[kept])
+    got = masked_mean_loss(logits, targets, PRESENT, "multi_label_classification")
+    torch.testing.assert_close(got, expected)
