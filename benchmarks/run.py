@@ -11,7 +11,9 @@
     python benchmarks/run.py glue GLUE_DIR [--tasks rte,mrpc,stsb,cola]
         run_glue's recipe on GLUE tasks with both, to the end: the dev metrics side by side
     python benchmarks/run.py xla-buckets --model MODEL --train FILE
-        on one XLA device: fixed max_length padding against length buckets, compiles included
+        on one XLA device: packed, max_length-padded and bucketed batches, compiles included
+    python benchmarks/run.py dense-plan --model MODEL --train FILE
+        one epoch of XLA's fixed-shape packed training batches, planned and counted on the host
 
 ``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
 prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
@@ -37,6 +39,7 @@ SUBCOMMANDS = {
     "whole": "whole",
     "glue": "glue",
     "xla-buckets": "xla_buckets",
+    "dense-plan": "dense_plan",
 }
 
 

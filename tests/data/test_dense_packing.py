@@ -125,3 +125,14 @@ def test_a_packed_batch_has_the_fixed_shape_and_marks_its_empty_slots() -> None:
 def test_rows_that_do_not_fit_are_refused_not_cut() -> None:
     with pytest.raises(ValueError, match="do not fit"):
         DensePack(rows=1, row_length=16, slots=8, pad_token_id=0)(columns([10, 10]))
+
+
+def test_drop_last_leaves_out_the_epochs_last_batch_only() -> None:
+    lengths = sentence_lengths(300, seed=4)
+    rows, slots = dense_shape(lengths, 16, ROW_LENGTH)
+    plan = plan_batches(EpochOrder(len(lengths), seed=5).units(0), lengths, rows, ROW_LENGTH, slots)
+    kept = DenseBatchOrder(
+        lengths, rows=rows, row_length=ROW_LENGTH, slots=slots, seed=5, drop_last=True
+    )
+    kept.set_epoch(0)
+    assert list(kept) == plan[:-1]

@@ -77,7 +77,8 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
 
 
 def test_run_names_the_subcommands_when_none_is_given() -> None:
-    with pytest.raises(SystemExit, match="throughput, compare, whole, glue, xla-buckets"):
+    names = "throughput, compare, whole, glue, xla-buckets, dense-plan"
+    with pytest.raises(SystemExit, match=names):
         load_run().main(["--config", "configs/local.yaml"])
 
 
@@ -172,3 +173,25 @@ def test_the_step_clock_counts_a_packed_batch_by_its_examples() -> None:
     PackedForward(model)._packed(batch, "mask").loss.backward()
     clock.end()
     assert (clock.examples, clock.real_tokens, clock.computed_tokens) == (4, 15, 16)
+
+
+def test_dense_plan_counts_every_row_of_the_epoch_in_one_shape(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    json_path = tmp_path / "plan.json"
+    argv = [
+        "dense-plan", "--model", str(tiny_bert),
+        "--train", str(REPO / "data" / "sample" / "train.csv"),
+        "--batch-size", "16", "--json", str(json_path),
+    ]  # fmt: skip
+    report = load_run().main(argv)
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(report))
+    assert len(report["batch_shapes"]) == 1
+    assert report["batch_shapes"][0][1] == 128
+    # Every row once, but the epoch's last batch (dropped, as on XLA).
+    dropped = report["training_rows"] - report["rows_trained"]
+    assert 0 < dropped <= 2 * 16
+    assert report["rows_per_batch_min"] <= report["rows_per_batch"] <= report["rows_per_batch_max"]
+    assert report["rows_per_batch"] == pytest.approx(report["rows_trained"] / report["batches"])
+    efficiency = report["padding_efficiency"]
+    assert report["padding_efficiency_padded_to_max_length"] < 0.5 < 0.85 <= efficiency <= 1
