@@ -59,7 +59,7 @@ def test_xla_trainer_gives_fixed_shapes_and_full_batches(make_data) -> None:
 
 
 def test_xla_trainer_packs_training_batches_into_one_shape(make_data) -> None:
-    data = make_data(max_length=64, batch_size=4)
+    data = make_data(max_length=64, batch_size=4, eval_batch_size=16)
     data.trainer = fake_trainer(XLAAccelerator)
     data.trainer.lightning_module = SimpleNamespace(takes_packed_batches=True)
     data.setup("fit")
@@ -74,9 +74,15 @@ def test_xla_trainer_packs_training_batches_into_one_shape(make_data) -> None:
     indices = [int(i) for batch in batches for i in batch["index"] if i >= 0]
     assert len(indices) == len(set(indices)) == sum(batch["examples"] for batch in batches)
     assert len(train) - len(indices) < 2 * data.batch_size  # only the epoch's last batch left
-    # Evaluation batches keep max_length padding.
+    # Evaluation batches are packed too, every row of each batch present, in one shape but the
+    # last, smaller batch's.
     (validation,) = data.val_dataloader()
-    assert next(iter(validation))["input_ids"].shape == (4, 64)
+    evaluated = list(validation)
+    assert len({tuple(batch["input_ids"].shape) for batch in evaluated[:-1]}) == 1
+    assert evaluated[0]["input_ids"].shape[1] == 64
+    assert evaluated[0]["input_ids"].shape[0] < 16  # fewer model rows than rows
+    indices = [int(i) for batch in evaluated for i in batch["index"]]
+    assert indices == sorted(indices) == list(range(len(indices)))
     # --data.packing false pads training batches too.
     data.packing = False
     assert {tuple(b["input_ids"].shape) for b in data.train_dataloader()} == {(4, 64)}

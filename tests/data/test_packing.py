@@ -104,12 +104,15 @@ def test_best_row_length_is_never_shorter_than_the_longest_row() -> None:
         ("auto", "longest", CPUAccelerator, "per_batch"),
         ("auto", "longest", CUDAAccelerator, "off"),  # not measured on GPUs
         ("auto", "max_length", CPUAccelerator, "off"),
-        ("auto", "max_length", XLAAccelerator, "off"),  # XLA keeps its shapes
+        ("auto", "max_length", XLAAccelerator, "dense"),  # one fixed packed shape
+        (True, "max_length", XLAAccelerator, "dense"),
+        ("auto", "buckets", XLAAccelerator, "off"),
+        (False, "max_length", XLAAccelerator, "off"),
         (True, "longest", CUDAAccelerator, "always"),
         (False, "longest", CPUAccelerator, "off"),
     ],
 )
-def test_packing_is_per_batch_on_a_cpu_by_default(
+def test_packing_is_per_batch_on_a_cpu_and_dense_on_xla_by_default(
     packing: Any, padding: str, accelerator: type, expected: str
 ) -> None:
     trainer = fake_trainer(accelerator)

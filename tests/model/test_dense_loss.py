@@ -9,7 +9,7 @@ from test_packed_forward import classifier
 from torch.nn import functional
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
-from seqcls.data.dense_packing import DensePack
+from seqcls.data.dense_packing import DensePack, FixedShapePack
 from seqcls.model.loss import masked_mean_loss
 
 TEXTS = ["hi", "where is my parcel today", "ok then", "a much longer question about a bill"]
@@ -71,3 +71,24 @@ def test_regression_and_multi_label_losses_over_present_rows() -> None:
     expected = functional.binary_cross_entropy_with_logits(logits[kept], targets[kept])
     got = masked_mean_loss(logits, targets, PRESENT, "multi_label_classification")
     torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
+def test_a_fixed_shape_evaluation_batch_scores_every_row_as_padded(
+    fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    path = request.getfixturevalue(fixture)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(TEXTS * 2)]
+    model = classifier(path, tmp_path)
+    model.model.eval()
+    # Padded out to 5 model rows of 48 tokens: the padding rows are one segment of their own.
+    packed = FixedShapePack(rows=5, row_length=48, pad_token_id=tokenizer.pad_token_id)(features)
+    assert packed["input_ids"].shape == (5, 48)
+    padded = DataCollatorWithPadding(tokenizer)(features)
+    with torch.no_grad():
+        (scored,) = model._score_rows(packed)
+        (expected,) = model._score_rows(dict(padded))
+    assert scored.index.tolist() == list(range(len(features)))
+    torch.testing.assert_close(scored.logits, expected.logits, atol=2e-6, rtol=1e-4)
+    torch.testing.assert_close(scored.loss, expected.loss, atol=2e-6, rtol=1e-4)

@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 
 from seqcls.data.base import TextDataModule
 from seqcls.data.columns import LABELS
-from seqcls.data.dense_packing import dense_train_loader
+from seqcls.data.dense_packing import dense_train_loader, pack_evaluation
 from seqcls.data.encoding import EncodingSpec, load_encoded
 from seqcls.data.glue import GLUE_DATASETS, glue_task
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
@@ -160,8 +160,8 @@ class TextClassificationDataModule(TextDataModule):
                 logits and mean loss, far less padding (docs/packing.md). ``auto``: on CPU
                 with ``padding: longest``, each batch (training, validation, prediction) is
                 packed or split into ``sub_batches``, whichever a measured cost model says is
-                faster; on XLA (TPU) with ``padding: max_length``, training batches are
-                packed densely into one fixed shape, about ``batch_size`` random rows each,
+                faster; on XLA (TPU) with ``padding: max_length``, batches are packed
+                densely into fixed shapes (training: about ``batch_size`` random rows each),
                 so nothing recompiles (docs/packing.md); off elsewhere. ``true``: every
                 batch packed. ``false``: never. A model that cannot take packed rows runs
                 them unpacked, with the same results (on XLA: padded to ``max_length``).
@@ -344,15 +344,22 @@ class TextClassificationDataModule(TextDataModule):
         )
 
     def val_dataloader(self) -> list[DataLoader]:
-        return [self._eval_loader(rows, self.collate()) for rows in self.splits["validation"]]
+        return [self._evaluation_loader(rows) for rows in self.splits["validation"]]
 
     def test_dataloader(self) -> DataLoader:
         (test,) = self.splits["test"]
-        return self._eval_loader(test, self.collate())
+        return self._evaluation_loader(test)
 
     def predict_dataloader(self) -> DataLoader:
         (rows,) = self.splits["predict"]
-        return self._eval_loader(rows, self.collate())
+        return self._evaluation_loader(rows)
+
+    def _evaluation_loader(self, rows: datasets.Dataset) -> DataLoader:
+        loader = self._eval_loader(rows, self.collate())
+        if self.window_stride is None and self._packs_densely():
+            pad_token_id = self.tokenizer.pad_token_id or 0
+            pack_evaluation(loader, token_lengths(rows), self.max_length, pad_token_id)
+        return loader
 
     def _packs_densely(self) -> bool:
         """Whether training batches are packed into one fixed shape (XLA, ``dense_packing``):

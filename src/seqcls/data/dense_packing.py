@@ -31,7 +31,14 @@ from torch.utils.data import DataLoader
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.loaders import own_generator
 from seqcls.data.order import EpochOrder
-from seqcls.data.packing import EXAMPLES, SEGMENT_IDS, SEGMENT_ROWS, SEGMENT_STARTS
+from seqcls.data.packing import (
+    EXAMPLES,
+    SEGMENT_IDS,
+    SEGMENT_ROWS,
+    SEGMENT_STARTS,
+    pack,
+    pack_lengths,
+)
 from seqcls.errors import ConfigurationError
 
 Batch = dict[str, Any]
@@ -191,8 +198,36 @@ class DensePack:
         return batch
 
 
-def is_dense(batch: Mapping[str, Any]) -> bool:
-    return PRESENT in batch
+def evaluation_rows(
+    lengths: Sequence[int], order: Sequence[int], batch_size: int, row_length: int
+) -> int:
+    """Model rows that every evaluation batch (``batch_size`` rows of ``order`` in turn) fits
+    in when packed by ``packing.pack``: the most any of them needs."""
+    return max(
+        len(pack_lengths([lengths[row] for row in order[start : start + batch_size]], row_length))
+        for start in range(0, len(order), batch_size)
+    )
+
+
+class FixedShapePack:
+    """A collate function for evaluation on XLA: the batch's rows packed (``packing.pack``),
+    then padded to ``rows`` model rows of ``row_length`` tokens, so every batch has one shape
+    in its token columns; only the last, smaller batch has fewer example slots. Every slot
+    holds a row: the metrics need no mask, and the model's own loss is the mean over the
+    batch's rows."""
+
+    def __init__(self, rows: int, row_length: int, pad_token_id: int) -> None:
+        self.rows, self.row_length, self.pad_token_id = rows, row_length, pad_token_id
+
+    def __call__(self, features: Sequence[Mapping[str, Any]]) -> Batch:
+        batch: Batch = pack(features, self.row_length, self.pad_token_id)
+        for key in (*_TOKEN_COLUMNS, "position_ids", SEGMENT_IDS):
+            if key in batch:
+                fill = self.pad_token_id if key == "input_ids" else 0
+                rows, width = batch[key].shape
+                padding = (0, self.row_length - width, 0, self.rows - rows)
+                batch[key] = torch.nn.functional.pad(batch[key], padding, value=fill)
+        return batch
 
 
 def dense_train_loader(
@@ -233,3 +268,14 @@ def dense_train_loader(
         persistent_workers=num_workers > 0,
         generator=own_generator(seed),
     )
+
+
+def pack_evaluation(
+    loader: DataLoader, lengths: Sequence[int], row_length: int, pad_token_id: int
+) -> None:
+    """Make ``loader`` (an evaluation loader over rows of ``lengths`` tokens) collate
+    ``FixedShapePack`` batches of ``row_length``-token model rows, as many as the largest of
+    its batches needs, in its sampler's order (this rank's rows under DDP)."""
+    order = list(loader.sampler)
+    rows = evaluation_rows(lengths, order, int(loader.batch_size or 1), row_length)
+    loader.collate_fn = FixedShapePack(rows, row_length, pad_token_id)
