@@ -1,11 +1,10 @@
 """A fixed-shape packed batch (XLA) trains exactly as its rows padded: empty slots count nowhere."""
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from test_packed_forward import classifier
+from test_packed_forward import classifier, training_loss_and_gradients
 from torch.nn import functional
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
@@ -25,18 +24,12 @@ def test_a_dense_training_step_equals_the_padded_one(
     model = classifier(path, tmp_path)
     model.model.eval()  # no dropout: the two runs must see the same network
 
-    def loss_and_gradients(batch: Any) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        model.zero_grad()
-        loss = model.training_step(batch, 0)
-        loss.backward()
-        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
     columns = {key: [feature[key] for feature in features] for key in features[0]}
     # Room for 24 examples in 6 rows of 32 tokens: 12 slots stay empty, label 0, yet unused.
     dense = DensePack(rows=6, row_length=32, slots=24, pad_token_id=tokenizer.pad_token_id)(columns)
     padded = DataCollatorWithPadding(tokenizer)(features)
-    whole_loss, whole_gradients = loss_and_gradients(padded)
-    dense_loss, dense_gradients = loss_and_gradients(dense)
+    whole_loss, whole_gradients = training_loss_and_gradients(model, padded)
+    dense_loss, dense_gradients = training_loss_and_gradients(model, dense)
     torch.testing.assert_close(dense_loss, whole_loss, atol=2e-6, rtol=1e-4)
     assert len(dense_gradients) == len(whole_gradients)
     for dense_gradient, whole_gradient in zip(dense_gradients, whole_gradients, strict=True):

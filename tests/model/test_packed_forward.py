@@ -174,6 +174,16 @@ def classifier(path: Path, tmp_path: Path) -> SequenceClassifier:
     return model
 
 
+def training_loss_and_gradients(
+    model: SequenceClassifier, batch: Any
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The loss of one training step on ``batch``, and the gradients it leaves."""
+    model.zero_grad()
+    loss = model.training_step(batch, 0)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
 def test_a_packed_training_step_equals_the_padded_one(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -186,16 +196,11 @@ def test_a_packed_training_step_equals_the_padded_one(
     assert model.packed_forward.served
     model.model.eval()  # no dropout: the two runs must see the same network
 
-    def loss_and_gradients(batch: Any) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        model.zero_grad()
-        loss = model.training_step(batch, 0)
-        loss.backward()
-        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
-
     packed = pack(features, 32, tokenizer.pad_token_id)
     assert len(packed["input_ids"]) < len(features)
-    whole_loss, whole_gradients = loss_and_gradients(DataCollatorWithPadding(tokenizer)(features))
-    packed_loss, packed_gradients = loss_and_gradients(packed)
+    padded = DataCollatorWithPadding(tokenizer)(features)
+    whole_loss, whole_gradients = training_loss_and_gradients(model, padded)
+    packed_loss, packed_gradients = training_loss_and_gradients(model, packed)
     torch.testing.assert_close(packed_loss, whole_loss)
     assert len(packed_gradients) == len(whole_gradients)
     for packed_gradient, whole_gradient in zip(packed_gradients, whole_gradients, strict=True):
