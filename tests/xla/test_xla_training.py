@@ -7,9 +7,12 @@ does, so the counts here are the ones a TPU run would see.
 import csv
 import itertools
 import json
+import math
+import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from xla_cpu import SAMPLE, Run, Train
@@ -160,3 +163,34 @@ def test_the_xla_padding_benchmark_runs_every_setting(tiny_bert: Path, tmp_path:
     assert efficiency["max_length"] < efficiency["packed"] <= 1
     assert "buckets / max_length, fit time:" in done.stdout
     assert "packed / max_length, fit time:" in done.stdout
+
+
+@pytest.mark.parametrize("problem", ["multi_label_classification", "regression"])
+def test_packed_batches_of_every_problem_type_keep_one_shape(
+    train_on_xla: Train, tmp_path: Path, problem: str
+) -> None:
+    # Empty example slots are left out of the loss by a mask (model/loss.py masked_mean_loss,
+    # whose values tests/model/test_dense_loss.py checks), for multi-label and regression
+    # targets as for single labels: a mask, not a selection, so no shape ever changes.
+    rng = random.Random(0)
+    words = ["card", "charge", "parcel", "courier", "crash", "error", "login", "refund", "late"]
+    rows = []
+    for _ in range(200):
+        text = " ".join(rng.choices(words, k=rng.randint(3, 12)))
+        target: Any = (
+            sorted(rng.sample(["billing", "shipping", "technical"], rng.randint(1, 2)))
+            if problem == "multi_label_classification"
+            else round(rng.uniform(0, 5), 2)
+        )
+        rows.append({"text": text, "target": target})
+    data_file = tmp_path / "rows.jsonl"
+    data_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    run = train_on_xla(
+        steps=STEPS, train_file=str(data_file), validation_file=str(data_file),
+        label_column="target",
+    )  # fmt: skip
+    assert run.data.problem_type == problem
+    assert isinstance(run.trainer.train_dataloader.sampler, DenseBatchOrder)
+    assert len({(step.rows, step.seq_length) for step in run.steps}) == 1
+    assert after_warm_up(run) == (0, 0)
+    assert math.isfinite(float(run.trainer.callback_metrics["train/loss"]))
