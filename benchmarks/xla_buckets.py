@@ -41,6 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--model", required=True)
     p.add_argument("--train", required=True, help="training file (CSV, TSV, JSON Lines)")
+    p.add_argument(
+        "--validation", help="validation file; default: 5%% of the training file, held out"
+    )
     p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
     p.add_argument("--max-train-samples", type=int, default=1024)
@@ -64,9 +67,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="seqcls-xla-bench-") as scratch:
         data = TextClassificationDataModule(
             train_file=spec["train"],
+            validation_file=spec["validation"],
             text_column=spec["text_column"],
             label_column=spec["label_column"],
-            validation_fraction=0.05,
+            validation_fraction=0.05,  # without a validation file
             max_train_samples=spec["max_train_samples"],
             max_length=spec["max_length"],
             batch_size=spec["batch_size"],

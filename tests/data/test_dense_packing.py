@@ -9,7 +9,9 @@ from seqcls.data.dense_packing import (
     PRESENT,
     DenseBatchOrder,
     DensePack,
+    FixedShapePack,
     dense_shape,
+    evaluation_rows,
     first_fit,
     plan_batches,
 )
@@ -136,3 +138,17 @@ def test_drop_last_leaves_out_the_epochs_last_batch_only() -> None:
     )
     kept.set_epoch(0)
     assert list(kept) == plan[:-1]
+
+
+def test_evaluation_rows_fit_every_batch_and_a_rank_without_rows() -> None:
+    lengths = sentence_lengths(50, seed=6)
+    rows = evaluation_rows(lengths, list(range(50)), 8, ROW_LENGTH)
+    features = [
+        {"input_ids": [3] * length, "labels": 0, "index": i} for i, length in enumerate(lengths)
+    ]
+    shapes = {
+        tuple(FixedShapePack(rows, ROW_LENGTH, 0)(features[start : start + 8])["input_ids"].shape)
+        for start in range(0, 50, 8)
+    }
+    assert shapes == {(rows, ROW_LENGTH)}
+    assert evaluation_rows(lengths, [], 8, ROW_LENGTH) == 1

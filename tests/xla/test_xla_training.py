@@ -149,6 +149,7 @@ def test_the_xla_padding_benchmark_runs_every_setting(tiny_bert: Path, tmp_path:
         [
             sys.executable, str(REPO / "benchmarks" / "run.py"), "xla-buckets",
             "--model", str(tiny_bert), "--train", str(SAMPLE / "train.csv"),
+            "--validation", str(SAMPLE / "validation.csv"),
             "--max-train-samples", "24", "--max-length", "64", "--batch-size", "4",
             "--steps", "3", "--json", str(results),
         ],

@@ -362,8 +362,8 @@ class TextClassificationDataModule(TextDataModule):
         return loader
 
     def _packs_densely(self) -> bool:
-        """Whether training batches are packed into one fixed shape (XLA, ``dense_packing``):
-        asked for, and the model takes packed rows (else its batches would change shape)."""
+        """Whether batches are packed into fixed shapes (XLA, ``dense_packing``): asked for,
+        and the model takes packed rows (else its batches would change shape)."""
         padding = resolve_padding(self.padding, self.trainer)
         if resolve_packing(self.packing, padding=padding, trainer=self.trainer) != "dense":
             return False

@@ -1,4 +1,4 @@
-"""Packed training batches of one fixed shape, for XLA (TPU): dense rows, nothing recompiles.
+"""Packed batches of fixed shapes, for XLA (TPU): dense rows, and nothing recompiles.
 
 On XLA every new input shape compiles a new graph. Padding each batch to its longest input
 would compile a graph per length; padding every row to ``max_length`` keeps one shape but
@@ -12,7 +12,7 @@ own positions, token types and first token).
   model row with room for it, until the next row fits in none (or every slot is taken). The
   rows that train together are random, as without packing, and never grouped by length.
   What varies is how many they are: ``rows`` is sized from the training set's mean length
-  (``dense_rows``), so a batch holds about ``--data.batch_size`` of them.
+  (``dense_shape``), so a batch holds about ``--data.batch_size`` of them.
 - **The loss** is the mean over the examples present. Empty slots carry label 0 and
   ``present`` False (``model/loss.py`` ``masked_mean_loss``); ``examples`` holds how many
   are present as a Python number, so logging reads no value back from the device.
@@ -20,6 +20,8 @@ own positions, token types and first token).
   dealt out to the ranks in turn; a tail that does not divide by the world size is dropped.
   With ``drop_last`` (the default on XLA) so is the epoch's last batch, the rows left over,
   which would mostly be padding. A resumed run skips the batches its epoch already trained.
+- **Evaluation batches** keep their rows (``eval_batch_size``, in order) and are packed into
+  the model rows the loader's largest batch needs (``FixedShapePack``): no slot is empty.
 """
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -203,10 +205,9 @@ def evaluation_rows(
 ) -> int:
     """Model rows that every evaluation batch (``batch_size`` rows of ``order`` in turn) fits
     in when packed by ``packing.pack``: the most any of them needs."""
-    return max(
-        len(pack_lengths([lengths[row] for row in order[start : start + batch_size]], row_length))
-        for start in range(0, len(order), batch_size)
-    )
+    batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    needed = [len(pack_lengths([lengths[row] for row in batch], row_length)) for batch in batches]
+    return max(needed, default=1)  # default: a rank with no rows to evaluate
 
 
 class FixedShapePack:

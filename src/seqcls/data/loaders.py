@@ -89,8 +89,8 @@ def resolve_packing(
 ) -> Packing:
     """``auto``: per batch, by the measured cost model, on a CPU with ``padding: longest``
     (measured to win there, docs/benchmarks.md); on XLA with ``padding: max_length``,
-    ``dense``: training batches in one fixed packed shape (``dense_packing.py``), evaluation
-    batches padded; elsewhere off (on GPUs it is not measured). ``true`` packs every batch."""
+    ``dense``: batches packed into fixed shapes (``dense_packing.py``); elsewhere off (on
+    GPUs it is not measured). ``true`` packs every batch."""
     if is_xla(trainer):
         return "dense" if packing is not False and padding == "max_length" else "off"
     if packing is True:
