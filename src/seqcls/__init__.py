@@ -18,6 +18,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
+    "ClassificationBatches": "seqcls.data.batches",
     "ConfigurationError": "seqcls.errors",
     "MaskedLanguageModel": "seqcls.mlm.model",
     "SequenceClassifier": "seqcls.model.classifier",

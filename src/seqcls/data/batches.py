@@ -1,0 +1,112 @@
+"""Which batches a classification data module's loaders make, on each accelerator.
+
+The rows come in the order ``loaders.py`` draws (shuffled per epoch for training, in file
+order for evaluation); this part of ``TextClassificationDataModule`` picks how they are laid
+out: padded, split into length-sorted sub-batches or packed on a CPU (``loaders.collator``),
+packed into fixed shapes on XLA (``dense_packing.py``), and documents' windows kept together
+for evaluation (``windows.py``).
+"""
+
+from typing import Literal
+
+import datasets
+from torch.utils.data import DataLoader
+
+from seqcls.data.base import TextDataModule
+from seqcls.data.dense_packing import dense_train_loader, pack_evaluation
+from seqcls.data.length_grouping import token_lengths
+from seqcls.data.loaders import (
+    Collate,
+    Padding,
+    collator,
+    resolve_drop_last,
+    resolve_packing,
+    resolve_pad_to_multiple_of,
+    resolve_padding,
+    resolve_sub_batches,
+)
+from seqcls.data.sources import Split
+from seqcls.data.windows import DocumentWindows
+
+
+class ClassificationBatches(TextDataModule):
+    """The loaders of ``TextClassificationDataModule``, which sets these options."""
+
+    splits: dict[Split, list[datasets.Dataset]]
+    padding: Padding | None
+    drop_last: bool | None
+    group_by_length: bool
+    pad_to_multiple_of: int | None
+    length_buckets: list[int] | None
+    sub_batches: int | None
+    packing: bool | Literal["auto"]
+    window_stride: int | None
+
+    def train_dataloader(self) -> DataLoader:
+        (train,) = self.splits["train"]
+        if self.trainer is not None and self._packs_densely():
+            world = (self.trainer.world_size, self.trainer.global_rank)
+            return dense_train_loader(
+                train,
+                lengths=token_lengths(train),
+                batch_size=self.batch_size,
+                row_length=self.max_length,
+                pad_token_id=self.tokenizer.pad_token_id or 0,
+                num_workers=self.num_workers,
+                seed=self.seed,
+                drop_last=resolve_drop_last(self.drop_last, self.trainer),
+                world=world,
+                resume=self._resume_point,
+            )
+        return self._train_loader(
+            train,
+            self.collate(training=True),
+            drop_last=resolve_drop_last(self.drop_last, self.trainer),
+            grouped=self.group_by_length,
+        )
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [self._evaluation_loader(rows) for rows in self.splits["validation"]]
+
+    def test_dataloader(self) -> DataLoader:
+        (test,) = self.splits["test"]
+        return self._evaluation_loader(test)
+
+    def predict_dataloader(self) -> DataLoader:
+        (rows,) = self.splits["predict"]
+        return self._evaluation_loader(rows)
+
+    def _evaluation_loader(self, rows: datasets.Dataset) -> DataLoader:
+        loader = self._eval_loader(rows, self.collate())
+        if self.window_stride is None and self._packs_densely():
+            pad_token_id = self.tokenizer.pad_token_id or 0
+            pack_evaluation(loader, token_lengths(rows), self.max_length, pad_token_id)
+        return loader
+
+    def _packs_densely(self) -> bool:
+        """Whether batches are packed into fixed shapes (XLA, ``dense_packing``): asked for,
+        and the model takes packed rows (else its batches would change shape)."""
+        padding = resolve_padding(self.padding, self.trainer)
+        if resolve_packing(self.packing, padding=padding, trainer=self.trainer) != "dense":
+            return False
+        module = getattr(self.trainer, "lightning_module", None)
+        return bool(getattr(module, "takes_packed_batches", False))
+
+    def collate(self, *, training: bool = False) -> Collate:
+        """Pads rows into a batch, or into its sub-batches where those are on."""
+        padding = resolve_padding(self.padding, self.trainer)
+        # Evaluation batches are never grouped: their rows come in file order.
+        grouped = self.group_by_length and training
+        collate = collator(
+            self.tokenizer,
+            padding,
+            self.max_length,
+            resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer),
+            self.length_buckets,
+            resolve_sub_batches(
+                self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
+            ),
+            resolve_packing(self.packing, padding=padding, trainer=self.trainer),
+        )
+        # Training rows are single windows; evaluation rows are documents of several.
+        return DocumentWindows(collate) if self.window_stride and not training else collate
