@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from seqcls.data.dense_packing import (
-    PRESENT,
     DenseBatchOrder,
     DensePack,
     FixedShapePack,
@@ -16,7 +15,14 @@ from seqcls.data.dense_packing import (
     plan_batches,
 )
 from seqcls.data.order import EpochOrder
-from seqcls.data.packing import EXAMPLES, SEGMENT_IDS, SEGMENT_ROWS, SEGMENT_STARTS, examples_in
+from seqcls.data.packing import (
+    EXAMPLES,
+    PRESENT,
+    SEGMENT_IDS,
+    SEGMENT_ROWS,
+    SEGMENT_STARTS,
+    examples_in,
+)
 from seqcls.errors import ConfigurationError
 
 ROW_LENGTH, BATCH_SIZE = 128, 32

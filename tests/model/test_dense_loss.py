@@ -1,6 +1,7 @@
 """A fixed-shape packed batch (XLA) trains exactly as its rows padded: empty slots count nowhere."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -9,21 +10,31 @@ from torch.nn import functional
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
 from seqcls.data.dense_packing import DensePack, FixedShapePack
+from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.loss import masked_mean_loss
 
 TEXTS = ["hi", "where is my parcel today", "ok then", "a much longer question about a bill"]
+
+
+def rows_and_model(
+    fixture: str, copies: int, request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[Any, list[dict[str, Any]], SequenceClassifier]:
+    """The fixture model's tokenizer, ``copies`` of TEXTS tokenized and labelled, and the
+    classifier in eval mode (no dropout: the runs compared must see the same network)."""
+    path = request.getfixturevalue(fixture)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    texts = TEXTS * copies
+    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(texts)]
+    model = classifier(path, tmp_path)
+    model.model.eval()
+    return tokenizer, features, model
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
 def test_a_dense_training_step_equals_the_padded_one(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    path = request.getfixturevalue(fixture)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(TEXTS * 3)]
-    model = classifier(path, tmp_path)
-    model.model.eval()  # no dropout: the two runs must see the same network
-
+    tokenizer, features, model = rows_and_model(fixture, 3, request, tmp_path)
     columns = {key: [feature[key] for feature in features] for key in features[0]}
     # Room for 24 examples in 6 rows of 32 tokens: 12 slots stay empty, label 0, yet unused.
     dense = DensePack(rows=6, row_length=32, slots=24, pad_token_id=tokenizer.pad_token_id)(columns)
@@ -70,11 +81,7 @@ def test_regression_and_multi_label_losses_over_present_rows() -> None:
 def test_a_fixed_shape_evaluation_batch_scores_every_row_as_padded(
     fixture: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    path = request.getfixturevalue(fixture)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    features = [dict(tokenizer(text), labels=i % 4, index=i) for i, text in enumerate(TEXTS * 2)]
-    model = classifier(path, tmp_path)
-    model.model.eval()
+    tokenizer, features, model = rows_and_model(fixture, 2, request, tmp_path)
     # Padded out to 5 model rows of 48 tokens: the padding rows are one segment of their own.
     packed = FixedShapePack(rows=5, row_length=48, pad_token_id=tokenizer.pad_token_id)(features)
     assert packed["input_ids"].shape == (5, 48)

@@ -35,16 +35,17 @@ from seqcls.data.loaders import own_generator
 from seqcls.data.order import EpochOrder
 from seqcls.data.packing import (
     EXAMPLES,
+    PRESENT,
     SEGMENT_IDS,
     SEGMENT_ROWS,
     SEGMENT_STARTS,
+    lay_out,
     pack,
     pack_lengths,
 )
 from seqcls.errors import ConfigurationError
 
 Batch = dict[str, Any]
-PRESENT = "present"
 # Model rows are sized to fill this share of their tokens on average: a batch ends where the
 # next row fits nowhere, which leaves some room unused in every model row.
 TARGET_FILL = 0.95
@@ -163,40 +164,25 @@ class DensePack:
         self.pad_token_id = pad_token_id
 
     def __call__(self, columns: Mapping[str, Sequence[Any]]) -> Batch:
-        ids = columns["input_ids"]
-        lengths = [len(row) for row in ids]
+        rows = zip(*columns.values(), strict=True)
+        features = [dict(zip(columns, row, strict=True)) for row in rows]
+        lengths = [len(feature["input_ids"]) for feature in features]
         places = list(first_fit(lengths, self.rows, self.row_length, self.slots))
         if len(places) < len(lengths):
             raise ValueError(f"{len(lengths)} rows do not fit one packed batch; plan them first")
-        shape = (self.rows, self.row_length)
-        batch: Batch = {
-            key: torch.zeros(shape, dtype=torch.long) for key in _TOKEN_COLUMNS if key in columns
-        }
-        batch["input_ids"].fill_(self.pad_token_id)
-        batch["position_ids"] = torch.zeros(shape, dtype=torch.long)
-        batch[SEGMENT_IDS] = torch.zeros(shape, dtype=torch.long)
+        batch: Batch = lay_out(features, places, (self.rows, self.row_length), self.pad_token_id)
         # Empty slots read the first token of model row 0: computed, then left out of the loss.
-        batch[SEGMENT_ROWS] = torch.zeros(self.slots, dtype=torch.long)
-        batch[SEGMENT_STARTS] = torch.zeros(self.slots, dtype=torch.long)
-        batch[PRESENT] = torch.zeros(self.slots, dtype=torch.bool)
-        segments = [0] * self.rows
-        for slot, ((row, start), length) in enumerate(zip(places, lengths, strict=True)):
-            end = start + length
-            for key in _TOKEN_COLUMNS:
-                if key in columns:
-                    batch[key][row, start:end] = torch.as_tensor(columns[key][slot])
-            batch["position_ids"][row, start:end] = torch.arange(length)
-            segments[row] += 1
-            batch[SEGMENT_IDS][row, start:end] = segments[row]
-            batch[SEGMENT_ROWS][slot], batch[SEGMENT_STARTS][slot] = row, start
-        batch[PRESENT][: len(lengths)] = True
-        for key, empty in ((LABELS, 0), (INDEX, -1)):
+        empty = self.slots - len(features)
+        for key in (SEGMENT_ROWS, SEGMENT_STARTS):
+            batch[key] = torch.nn.functional.pad(batch[key], (0, empty))
+        batch[PRESENT] = torch.arange(self.slots) < len(features)
+        for key, fill in ((LABELS, 0), (INDEX, -1)):
             if key in columns:
                 values = torch.as_tensor(columns[key])
-                filled = torch.full((self.slots, *values.shape[1:]), empty, dtype=values.dtype)
+                filled = torch.full((self.slots, *values.shape[1:]), fill, dtype=values.dtype)
                 filled[: len(values)] = values
                 batch[key] = filled
-        batch[EXAMPLES] = len(lengths)
+        batch[EXAMPLES] = len(features)
         return batch
 
 

@@ -26,8 +26,10 @@ Batch = dict[str, torch.Tensor]
 SEGMENT_IDS = "segment_ids"
 SEGMENT_ROWS = "segment_rows"
 SEGMENT_STARTS = "segment_starts"
-# How many examples a batch with empty example slots holds (``dense_packing.py``), as a
-# Python number: counting them needs no read back from the device.
+# A batch of a fixed shape may have empty example slots (``dense_packing.py``): which slots
+# hold an example, and how many do, as a Python number (counting needs no read back from
+# the device).
+PRESENT = "present"
 EXAMPLES = "examples"
 # Columns laid out token by token; every other column has one value per row.
 _TOKEN_COLUMNS = ("input_ids", "token_type_ids")
@@ -35,6 +37,11 @@ _TOKEN_COLUMNS = ("input_ids", "token_type_ids")
 
 def is_packed(batch: Mapping[str, Any]) -> bool:
     return SEGMENT_STARTS in batch
+
+
+def has_empty_slots(batch: Mapping[str, Any]) -> bool:
+    """Whether ``batch`` may hold empty example slots, which its loss must leave out."""
+    return PRESENT in batch
 
 
 def examples_in(batch: Mapping[str, Any]) -> int:
@@ -76,29 +83,44 @@ def pack(features: Sequence[Mapping[str, Any]], row_length: int, pad_token_id: i
     lengths = [len(feature["input_ids"]) for feature in features]
     bins = pack_lengths(lengths, row_length)
     width = max(sum(lengths[row] for row in rows) for rows in bins)
-    shape = (len(bins), width)
+    places = [(0, 0)] * len(features)
+    for model_row, rows in enumerate(bins):
+        start = 0
+        # Segments keep the batch's order within a model row (any order gives the same result).
+        for row in sorted(rows):
+            places[row] = (model_row, start)
+            start += lengths[row]
+    batch = lay_out(features, places, (len(bins), width), pad_token_id)
+    for key in (LABELS, INDEX):
+        if key in features[0]:
+            batch[key] = torch.as_tensor([feature[key] for feature in features])
+    return batch
+
+
+def lay_out(
+    features: Sequence[Mapping[str, Any]],
+    places: Sequence[tuple[int, int]],
+    shape: tuple[int, int],
+    pad_token_id: int,
+) -> Batch:
+    """The token columns of a packed batch of ``shape`` (model rows x row length), each of
+    ``features`` at its place (model row, first column), and where each row starts; segments
+    are numbered 1, 2, ... in the order of ``features`` within each model row."""
     columns = [key for key in _TOKEN_COLUMNS if key in features[0]]
     batch = {key: torch.zeros(shape, dtype=torch.long) for key in columns}
     batch["input_ids"].fill_(pad_token_id)
     batch["position_ids"] = torch.zeros(shape, dtype=torch.long)
     batch[SEGMENT_IDS] = torch.zeros(shape, dtype=torch.long)
-    segment_rows = torch.zeros(len(features), dtype=torch.long)
-    segment_starts = torch.zeros(len(features), dtype=torch.long)
-    for model_row, rows in enumerate(bins):
-        start = 0
-        # Segments keep the batch's order within a model row (any order gives the same result).
-        for segment, row in enumerate(sorted(rows), start=1):
-            end = start + lengths[row]
-            for key in columns:
-                batch[key][model_row, start:end] = torch.as_tensor(features[row][key])
-            batch["position_ids"][model_row, start:end] = torch.arange(lengths[row])
-            batch[SEGMENT_IDS][model_row, start:end] = segment
-            segment_rows[row], segment_starts[row] = model_row, start
-            start = end
-    batch[SEGMENT_ROWS], batch[SEGMENT_STARTS] = segment_rows, segment_starts
-    for key in (LABELS, INDEX):
-        if key in features[0]:
-            batch[key] = torch.as_tensor([feature[key] for feature in features])
+    segments = [0] * shape[0]
+    for feature, (row, start) in zip(features, places, strict=True):
+        length = len(feature["input_ids"])
+        for key in columns:
+            batch[key][row, start : start + length] = torch.as_tensor(feature[key])
+        batch["position_ids"][row, start : start + length] = torch.arange(length)
+        segments[row] += 1
+        batch[SEGMENT_IDS][row, start : start + length] = segments[row]
+    batch[SEGMENT_ROWS] = torch.as_tensor([row for row, _ in places], dtype=torch.long)
+    batch[SEGMENT_STARTS] = torch.as_tensor([start for _, start in places], dtype=torch.long)
     return batch
 
 

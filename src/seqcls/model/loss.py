@@ -7,9 +7,8 @@ import torch
 from torch.nn import functional
 
 from seqcls.data.columns import LABELS
-from seqcls.data.dense_packing import PRESENT
 from seqcls.data.labels import ProblemType
-from seqcls.data.packing import examples_in
+from seqcls.data.packing import PRESENT, examples_in, has_empty_slots
 from seqcls.errors import ConfigurationError
 
 ClassWeights = Literal["auto"] | list[float] | None
@@ -113,7 +112,7 @@ def training_loss(
 ) -> torch.Tensor:
     """The training batch's mean loss over its rows, from its pieces (sub-batches, or the one
     batch) each scored by ``score`` (the model's forward pass)."""
-    if len(pieces) == 1 and PRESENT in pieces[0]:
+    if len(pieces) == 1 and has_empty_slots(pieces[0]):
         (batch,) = pieces
         logits = score(batch).logits
         return masked_mean_loss(

@@ -31,10 +31,10 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.loaders import CPU_SUB_BATCHES
 from seqcls.data.packing import (
-    EXAMPLES,
     SEGMENT_IDS,
     SEGMENT_ROWS,
     SEGMENT_STARTS,
+    has_empty_slots,
     pack,
     unpack,
 )
@@ -77,7 +77,7 @@ class PackedForward:
             "input_ids": batch["input_ids"],
             "position_ids": batch["position_ids"] + self.position_offset,
             # A batch with empty slots is scored by the caller (``masked_mean_loss``).
-            "labels": None if EXAMPLES in batch else batch.get(LABELS),
+            "labels": None if has_empty_slots(batch) else batch.get(LABELS),
         }
         if "token_type_ids" in batch:
             inputs["token_type_ids"] = batch["token_type_ids"]
