@@ -6,26 +6,33 @@ fp32), then the dev metrics side by side:
 
     python benchmarks/run.py glue GLUE_DIR [--out runs/glue] [--model models/all-MiniLM-L6-v2]
         [--tasks rte,mrpc,stsb,cola] [--epochs 3] [--max-train-samples N] [--sides seqcls,hf]
-        [--hf-padding longest|max_length] [--seqcls-recipe run_glue|default]
+        [--hf-padding longest|max_length] [--seqcls-recipe run_glue|default|three_epochs]
+        [--seeds 42,43,44]
 
 ``GLUE_DIR`` holds RTE/, MRPC/, STS-B/ and CoLA/, each with train.csv and dev.csv whose columns
 are text[,text_pair],label (labels as in the hub's glue dataset). Per task, seqcls runs as a
 user runs it, ``seqcls fit`` with the task's preset (configs/data/glue/TASK.yaml) and then
-``seqcls validate`` on the final checkpoint, into OUT/seqcls/TASK; the HF Trainer runs in its
-own process (``hf_side.py``; both sides pad each batch to its longest example unless
+``seqcls validate`` on the final checkpoint, into OUT/seed-N/seqcls/TASK; the HF Trainer
+runs in its own process (``hf_side.py``; both sides pad each batch to its longest example unless
 ``--hf-padding max_length``, which changes the speed, not the metrics) and writes
-OUT/hf/TASK/results.json. The table is read back from OUT, so the two sides may run on
+OUT/seed-N/hf/TASK/results.json. The table is read back from OUT, so the two sides may run on
 different machines (``--sides``) into one folder. seqcls keeps its best checkpoint and the
 HF Trainer reports its final epoch: both are shown for seqcls, "last" being like for like.
 ``--seqcls-recipe default`` runs seqcls with its own defaults instead of run_glue's recipe:
 only the model, the files, max length 128 and the seed are given, so the length of training,
 the learning rate, warm-up and batch size are seqcls's own (see docs/tuning.md).
+``--seqcls-recipe three_epochs`` is seqcls's defaults before the length of training followed
+from the data: the same, with ``--trainer.max_epochs 3`` (one validation an epoch).
+``--seeds`` runs each side once per seed (run_glue's 42 by default), into OUT/seed-N; the
+table then gives each metric's mean and sample standard deviation over the seeds found there.
 """
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +67,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--seqcls-recipe",
-        choices=("run_glue", "default"),
+        choices=("run_glue", "default", "three_epochs"),
         default="run_glue",
-        help="seqcls's side: run_glue's recipe, or seqcls's own defaults (no recipe flags)",
+        help="seqcls's side: run_glue's recipe, seqcls's own defaults (no recipe flags), "
+        "or those with 3 epochs",
+    )
+    p.add_argument(
+        "--seeds",
+        default=str(RECIPE["seed"]),
+        help="comma-separated seeds, each side run once per seed",
     )
     p.add_argument("--json", type=Path, help="also write the table here")
     args = p.parse_args(argv)
     args.tasks, args.sides = args.tasks.split(","), args.sides.split(",")
+    try:
+        args.seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        p.error(
+            f"--seeds: give whole numbers separated by commas, e.g. 42,43,44; not {args.seeds!r}"
+        )
     if unknown := [task for task in args.tasks if task not in TASKS]:
         p.error(f"--tasks: unknown {unknown}; known: {', '.join(TASKS)}")
     if unknown := [side for side in args.sides if side not in SIDES]:
@@ -74,37 +93,43 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def seqcls_fit_args(task: str, train: Path, dev: Path, args: argparse.Namespace) -> list[str]:
+def seqcls_fit_args(
+    task: str, train: Path, dev: Path, args: argparse.Namespace, seed: int
+) -> list[str]:
     """``seqcls fit``'s arguments: the task's preset, the files, and run_glue's recipe unless
     ``--seqcls-recipe default``."""
     pair = [] if task in SINGLE_SENTENCE else ["--data.text_pair_column", "text_pair"]
     limit = args.max_train_samples
-    recipe = [
+    run_glue = [
         *("--data.batch_size", str(RECIPE["batch_size"])),
         *("--model.learning_rate", str(RECIPE["learning_rate"])),
         *("--model.warmup_ratio", "0", "--model.weight_decay", "0"),
         *("--trainer.max_epochs", str(args.epochs)),
     ]  # fmt: skip
+    recipe = {"run_glue": run_glue, "default": [], "three_epochs": ["--trainer.max_epochs", "3"]}
     return [
         "fit", "--config", str(REPO / f"configs/data/glue/{task}.yaml"),
         *("--model.model_name_or_path", args.model),
         *("--data.train_file", str(train), "--data.validation_file", str(dev)),
         *("--data.text_column", "text", *pair, "--data.label_column", "label"),
         *("--data.max_length", str(RECIPE["max_length"])),
-        *(recipe if args.seqcls_recipe == "run_glue" else []),
-        *("--seed_everything", str(RECIPE["seed"])),
+        *recipe[args.seqcls_recipe],
+        *("--seed_everything", str(seed)),
         *("--trainer.enable_progress_bar", "false"),
-        *("--trainer.default_root_dir", str(args.out / "seqcls" / task)),
+        *("--trainer.default_root_dir", str(args.out / f"seed-{seed}" / "seqcls" / task)),
         *(["--data.max_train_samples", str(limit)] if limit is not None else []),
     ]  # fmt: skip
 
 
-def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace) -> None:
+def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace, seed: int) -> None:
     """``seqcls fit`` with the task's preset and the recipe, then ``validate`` the last epoch."""
-    run_dir = args.out / "seqcls" / task
+    run_dir = args.out / f"seed-{seed}" / "seqcls" / task
     seqcls = [sys.executable, "-m", "seqcls.cli"]
     quiet = ["--trainer.enable_progress_bar", "false"]
-    subprocess.run([*seqcls, *seqcls_fit_args(task, train, dev, args)], check=True)
+    started = time.perf_counter()
+    subprocess.run([*seqcls, *seqcls_fit_args(task, train, dev, args, seed)], check=True)
+    seconds = {"total": time.perf_counter() - started}  # the whole fit: process start to exit
+    (run_dir / "seconds.json").write_text(json.dumps({"seconds": seconds}) + "\n")
     # The HF Trainer reports its final epoch; score seqcls's final epoch too, beside its best.
     subprocess.run(
         [
@@ -116,8 +141,9 @@ def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace) -> N
     )  # fmt: skip
 
 
-def run_hf(task: str, train: Path, dev: Path, args: argparse.Namespace) -> None:
+def run_hf(task: str, train: Path, dev: Path, args: argparse.Namespace, seed: int) -> None:
     spec = RECIPE | {
+        "seed": seed,
         "model": args.model,
         "dataset": None,
         "dataset_config": None,
@@ -137,52 +163,82 @@ def run_hf(task: str, train: Path, dev: Path, args: argparse.Namespace) -> None:
         "side": {"padding": args.hf_padding, "grouped": False, "bf16": False},
     }
     result = in_own_process("hf_side", spec)
-    out = args.out / "hf" / task
+    out = args.out / f"seed-{seed}" / "hf" / task
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result | {"spec": spec}, indent=2) + "\n")
-
-
-def read_metrics(out: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """Task -> column (seqcls best, seqcls last, HF Trainer) -> metric -> value, from ``out``."""
-
-    def validation(path: Path) -> dict[str, float]:
-        return json.loads(path.read_text())["validation"] if path.is_file() else {}
-
-    tasks = sorted(
-        {p.name for side in SIDES if (out / side).is_dir() for p in (out / side).iterdir()}
+    seconds = {"total": result["train_runtime_s"]}  # the Trainer's own train time
+    (out / "results.json").write_text(
+        json.dumps(result | {"spec": spec, "seconds": seconds}, indent=2) + "\n"
     )
-    table = {}
-    for task in tasks:
-        hf = out / "hf" / task / "results.json"
-        table[task] = {
-            "seqcls best": validation(out / "seqcls" / task / "metrics.json"),
-            "seqcls last": validation(out / "seqcls" / task / "last" / "metrics.json"),
-            "HF Trainer": json.loads(hf.read_text())["metrics"] if hf.is_file() else {},
-        }
+
+
+Table = dict[str, dict[str, dict[str, list[float]]]]  # task -> column -> metric -> by seed
+
+
+def read_metrics(out: Path) -> Table:
+    """Task -> column -> metric -> its values over the seeds in ``out`` (OUT/seed-N).
+
+    The seqcls columns are its best and its last checkpoint's dev metrics and its whole fit in
+    seconds; the HF ones are the Trainer's final-epoch metrics and its train time."""
+
+    def read(path: Path, key: str) -> dict[str, float]:
+        return dict(json.loads(path.read_text())[key]) if path.is_file() else {}
+
+    table: Table = {}
+    for seed_dir in sorted(out.glob("seed-*")):
+        for side in SIDES:
+            for task_dir in sorted((seed_dir / side).glob("*")):
+                hf = task_dir / "results.json"
+                found = {
+                    "seqcls best": read(task_dir / "metrics.json", "validation"),
+                    "seqcls last": read(task_dir / "last" / "metrics.json", "validation"),
+                    "seqcls seconds": read(task_dir / "seconds.json", "seconds"),
+                    "HF Trainer": read(hf, "metrics"),
+                    "HF train seconds": read(hf, "seconds"),
+                }
+                columns = table.setdefault(task_dir.name, {})
+                for column, metrics in found.items():
+                    for metric, value in metrics.items():
+                        columns.setdefault(column, {}).setdefault(metric, []).append(value)
     return table
 
 
-def format_table(table: dict[str, dict[str, dict[str, float]]]) -> str:
-    columns = ["seqcls best", "seqcls last", "HF Trainer"]
+def mean_std(values: list[float], digits: int = 4) -> str:
+    """``mean ± sample std (n)`` over seeds, or the value itself for one seed."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    mean, std = statistics.mean(values), statistics.stdev(values)
+    return f"{mean:.{digits}f} ± {std:.{digits}f} ({len(values)})"
+
+
+def format_table(table: Table) -> str:
+    metric_columns = ("seqcls best", "seqcls last", "HF Trainer")
     rows = []
-    for task, sides in table.items():
+    for task, columns in sorted(table.items()):
         # The HF side's metrics are the task's GLUE metrics; seqcls's add its loss and more.
-        metrics = list(sides["HF Trainer"]) or [m for m in sides["seqcls best"] if m != "loss"]
-        for metric in metrics:
-            values = [sides[column].get(metric) for column in columns]
-            cells = [f"{value:.4f}" if value is not None else "-" for value in values]
+        hf, best = columns.get("HF Trainer", {}), columns.get("seqcls best", {})
+        for metric in list(hf) or [m for m in best if m != "loss"]:
+            cells = [mean_std(columns.get(column, {}).get(metric, [])) for column in metric_columns]
             rows.append([task, metric, *cells])
-    return markdown_table(["task", "metric", *columns], rows)
+        seconds = [
+            columns.get(c, {}).get("total", []) for c in ("seqcls seconds", "HF train seconds")
+        ]
+        rows.append([task, "seconds: seqcls fit / HF train", "", "", " / ".join(
+            mean_std(values, digits=0) for values in seconds
+        )])  # fmt: skip
+    return markdown_table(["task", "metric", *metric_columns], rows)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
-    for task in args.tasks:
-        folder = args.data / TASKS[task]
-        train, dev = folder / "train.csv", folder / "dev.csv"
-        if "seqcls" in args.sides:
-            run_seqcls(task, train, dev, args)
-        if "hf" in args.sides:
-            run_hf(task, train, dev, args)
+    for seed in args.seeds:
+        for task in args.tasks:
+            folder = args.data / TASKS[task]
+            train, dev = folder / "train.csv", folder / "dev.csv"
+            if "seqcls" in args.sides:
+                run_seqcls(task, train, dev, args, seed)
+            if "hf" in args.sides:
+                run_hf(task, train, dev, args, seed)
     table = read_metrics(args.out)
     print(format_table(table))
     report = {"tasks": table} | environment() | {"command": command_line(argv)}

@@ -58,27 +58,60 @@ def test_glue_compares_seqcls_and_the_hf_trainer(
 
     # Each side trained on the first rows only, one epoch, and scored every dev row.
     for task in tasks:
-        hf = json.loads((out / "hf" / task / "results.json").read_text())
+        hf = json.loads((out / "seed-42" / "hf" / task / "results.json").read_text())
         assert hf["train_examples"] == MAX_TRAIN_SAMPLES
         assert hf["eval_examples"] == DEV_ROWS
         assert hf["optimizer_steps"] == 1  # 16 rows in batches of 32
         assert hf["examples"] == MAX_TRAIN_SAMPLES  # every step timed
-        config = (out / "seqcls" / task / "config.yaml").read_text()
+        assert hf["seconds"]["total"] == hf["train_runtime_s"] > 0
+        config = (out / "seed-42" / "seqcls" / task / "config.yaml").read_text()
         assert f"max_train_samples: {MAX_TRAIN_SAMPLES}" in config
+        assert "seed_everything: 42" in config
+        assert report["tasks"][task]["seqcls seconds"]["total"][0] > 0
     assert set(report["tasks"]["stsb"]["HF Trainer"]) == {"pearson", "spearman"}
     assert set(report["tasks"]["cola"]["HF Trainer"]) == {"matthews"}
     # The table shows, per task and metric, seqcls's best and last checkpoints and the Trainer.
     lines = capsys.readouterr().out.splitlines()
     header = lines.index("| task | metric | seqcls best | seqcls last | HF Trainer |")
-    rows = [line.strip("| ").split(" | ") for line in lines[header + 2 : header + 5]]
-    assert [row[:2] for row in rows] == [["cola", "matthews"], ["stsb", "pearson"],
-                                         ["stsb", "spearman"]]  # fmt: skip
-    for task, metric, *cells in rows:
+    rows = [line.strip("| ").split(" | ") for line in lines[header + 2 : header + 7]]
+    seconds = "seconds: seqcls fit / HF train"
+    assert [row[:2] for row in rows] == [["cola", "matthews"], ["cola", seconds],
+                                         ["stsb", "pearson"], ["stsb", "spearman"],
+                                         ["stsb", seconds]]  # fmt: skip
+    for task, metric, *cells in (row for row in rows if row[1] != seconds):
         columns = report["tasks"][task]
-        expected = [columns[name][metric] for name in ("seqcls best", "seqcls last", "HF Trainer")]
+        # One seed: each cell is that seed's value.
+        expected = [
+            columns[name][metric][0] for name in ("seqcls best", "seqcls last", "HF Trainer")
+        ]
         assert [float(cell) for cell in cells] == pytest.approx(expected, abs=5e-5)
         assert all(-1.0 <= value <= 1.0 for value in expected)
     assert json.loads((tmp_path / "glue.json").read_text())["tasks"] == report["tasks"]
+
+
+def test_glue_table_gives_mean_and_spread_over_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    glue = load_glue(monkeypatch)
+    for seed, (best, last) in {42: (0.60, 0.55), 43: (0.64, 0.57), 44: (0.62, 0.50)}.items():
+        run_dir = tmp_path / f"seed-{seed}" / "seqcls" / "rte"
+        (run_dir / "last").mkdir(parents=True)
+        (run_dir / "metrics.json").write_text(json.dumps({"validation": {"accuracy": best}}))
+        (run_dir / "last" / "metrics.json").write_text(
+            json.dumps({"validation": {"accuracy": last}})
+        )
+        (run_dir / "seconds.json").write_text(json.dumps({"seconds": {"total": 100.0 + seed}}))
+    table = glue.read_metrics(tmp_path)
+    assert table["rte"]["seqcls best"]["accuracy"] == [0.60, 0.64, 0.62]
+    lines = glue.format_table(table).splitlines()
+    # mean ± sample standard deviation (n): 0.62 ± 0.02 over the three best checkpoints
+    assert lines[2] == "| rte | accuracy | 0.6200 ± 0.0200 (3) | 0.5400 ± 0.0361 (3) | - |"
+    assert lines[3] == "| rte | seconds: seqcls fit / HF train |  |  | 143 ± 1 (3) / - |"
+
+
+def test_glue_refuses_bad_seeds(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        load_run().parse_args(["glue", str(tmp_path), "--seeds", "42,x"])
 
 
 def test_glue_refuses_an_unknown_task(tmp_path: Path) -> None:
@@ -86,19 +119,26 @@ def test_glue_refuses_an_unknown_task(tmp_path: Path) -> None:
         load_run().parse_args(["glue", str(tmp_path), "--tasks", "rte,sst2"])
 
 
-def test_seqcls_defaults_side_gives_no_recipe_flags(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def load_glue(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     spec = importlib.util.spec_from_file_location("glue", REPO / "benchmarks/glue.py")
     assert spec is not None
     assert spec.loader is not None
     glue = importlib.util.module_from_spec(spec)
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # glue.py imports harness
     spec.loader.exec_module(glue)
+    return glue
+
+
+def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    glue = load_glue(monkeypatch)
     train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
     recipe_flags = {"--trainer.max_epochs", "--model.learning_rate", "--data.batch_size"}
-    for recipe, expected in [("run_glue", recipe_flags), ("default", set())]:
+    recipes = [("run_glue", recipe_flags), ("default", set()),
+               ("three_epochs", {"--trainer.max_epochs"})]  # fmt: skip
+    for recipe, expected in recipes:
         args = glue.parse_args([str(tmp_path), "--seqcls-recipe", recipe])
-        flags = set(glue.seqcls_fit_args("rte", train, dev, args))
-        assert flags & recipe_flags == expected
-        assert {"--data.max_length", "--seed_everything"} <= flags
+        flags = glue.seqcls_fit_args("rte", train, dev, args, seed=43)
+        assert set(flags) & recipe_flags == expected
+        assert flags[flags.index("--seed_everything") + 1] == "43"
+        assert flags[flags.index("--trainer.default_root_dir") + 1].endswith("seed-43/seqcls/rte")
+        assert {"--data.max_length", "--seed_everything"} <= set(flags)

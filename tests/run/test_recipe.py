@@ -4,6 +4,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 from jsonargparse import Namespace
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -80,3 +81,18 @@ def test_a_given_length_is_kept_and_validates_once_an_epoch(
     assert cli.trainer.global_step == 8  # type: ignore[attr-defined]
     assert validation_steps(tmp_path / "run") == [3, 7]
     assert "Derived from" not in caplog.text
+
+
+def test_validating_more_often_trains_the_same_weights(tiny_bert: Path, tmp_path: Path) -> None:
+    """The recipe's extra validations only look: the rows, their order, dropout's random
+    numbers and so the weights are those of a run that validates once an epoch. (So a
+    recipe run's epoch-end validations are what that run would have scored.)"""
+    once = fit(tmp_path / "once", tiny_bert, "--trainer.max_epochs", "2", "--seed_everything", "3")
+    often = fit(
+        tmp_path / "often", tiny_bert, "--trainer.max_epochs", "2", "--seed_everything", "3",
+        "--trainer.val_check_interval", "0.5",
+    )  # fmt: skip
+    assert validation_steps(tmp_path / "often") == [1, 3, 5, 7]
+    weights = once.model.state_dict()  # type: ignore[attr-defined]
+    for name, value in often.model.state_dict().items():  # type: ignore[attr-defined]
+        assert torch.equal(value, weights[name]), name
