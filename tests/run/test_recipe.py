@@ -58,10 +58,15 @@ def validation_steps(run: Path) -> list[int]:
 
 
 def test_fit_without_length_flags_derives_and_says_so(
-    tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tiny_bert: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    recwarn: pytest.WarningsRecorder,
 ) -> None:
     with caplog.at_level(logging.INFO):
         cli = fit(tmp_path / "run", tiny_bert)
+    # Lightning's warning that max_epochs defaults to 1,000 would contradict the derived 10.
+    assert not [w for w in recwarn if "max_epochs" in str(w.message)]
     # 16 rows in 4 batches: 10 epochs (the upper bound), 4 validations each, one per batch.
     assert cli.trainer.current_epoch == 10  # type: ignore[attr-defined]
     assert cli.trainer.global_step == 40  # type: ignore[attr-defined]

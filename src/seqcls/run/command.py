@@ -41,7 +41,7 @@ from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter, validation_splits
 from seqcls.run.random_state import RandomState
-from seqcls.run.recipe import DerivedTrainingLength, Unset
+from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, start_point
@@ -170,6 +170,10 @@ class RunCLI(LightningCLI):
         ]
         if self.subcommand == "fit" and self.unset is not None:
             callbacks.append(DerivedTrainingLength(self.unset))
+            if self.unset.length:
+                # The recipe sets the number at setup. Left unset, Lightning would warn that
+                # it trains 1,000 epochs, which no run does.
+                config["max_epochs"] = MAX_EPOCHS
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
         if in_vertex():
