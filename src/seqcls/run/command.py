@@ -9,6 +9,7 @@ the exported model and ``metrics.json``. ``seqcls`` (``cli.py``) and ``seqcls ml
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +18,12 @@ from typing import Any, ClassVar
 from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
-from pytorch_lightning.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
+from pytorch_lightning.cli import (
+    ArgsType,
+    LightningArgumentParser,
+    LightningCLI,
+    SaveConfigCallback,
+)
 from transformers import PreTrainedModel
 
 from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
@@ -36,6 +42,7 @@ from seqcls.run.config_checks import (
 )
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
+from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
@@ -106,6 +113,12 @@ class RunCLI(LightningCLI):
 
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
         """What the model learns from the data besides the tokenizer; nothing by default."""
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        super().parse_arguments(parser, args)
+        if args is None or isinstance(args, list | tuple):
+            # e.g. --data.text_pair_column "#2 String", which YAML reads as a comment
+            keep_comment_like_values(self.config, sys.argv[1:] if args is None else args)
 
     def before_instantiate_classes(self) -> None:
         # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
