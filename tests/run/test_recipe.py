@@ -9,7 +9,7 @@ from jsonargparse import Namespace
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seqcls.classifier_cli import make_cli
-from seqcls.run.recipe import Unset, derive_training_length
+from seqcls.run.recipe import Unset, derive_training_length, validation_batches
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
@@ -24,6 +24,12 @@ def test_small_sets_validate_several_times_an_epoch() -> None:
     assert derive_training_length(2_490, 78).validations_per_epoch == 4
     assert derive_training_length(2_490, 2).validations_per_epoch == 2  # never more than batches
     assert derive_training_length(67_349, 2_105).validations_per_epoch == 1
+
+
+def test_validations_end_equal_parts_of_the_epoch_and_the_epoch_itself() -> None:
+    assert validation_batches(78, 4) == {20, 39, 59, 78}  # RTE at batch 32
+    assert validation_batches(6, 4) == {2, 3, 5, 6}
+    assert validation_batches(4, 4) == {1, 2, 3, 4}
 
 
 def test_only_unset_flags_are_derived() -> None:
@@ -76,6 +82,17 @@ def test_fit_without_length_flags_derives_and_says_so(
         "Derived from the training data: 10 epochs (about 15,000 rows / 16 training rows, kept "
         "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 rows), the best kept"
     ]
+
+
+def test_derived_validations_fall_on_the_parts_of_an_uneven_epoch(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    cli = fit(tmp_path / "run", tiny_bert, "--data.batch_size", "3")
+    # 16 rows in 6 batches: 4 validations an epoch after batches 2, 3, 5 and 6 (logged at
+    # the step before), not after every batch as Lightning's int(6 * 0.25) = 1 would have.
+    assert cli.trainer.global_step == 60  # type: ignore[attr-defined]
+    expected = [epoch * 6 + batch - 1 for epoch in range(10) for batch in (2, 3, 5, 6)]
+    assert validation_steps(tmp_path / "run") == expected
 
 
 def test_a_given_length_is_kept_and_validates_once_an_epoch(

@@ -73,6 +73,7 @@ class DerivedTrainingLength(pl.Callback):
 
     def __init__(self, unset: Unset) -> None:
         self.unset = unset
+        self.validations_per_epoch: int | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit" or not self.unset.length:
@@ -84,7 +85,27 @@ class DerivedTrainingLength(pl.Callback):
         trainer.fit_loop.max_epochs = derived.epochs
         if self.unset.validation:
             trainer.val_check_interval = 1.0 / derived.validations_per_epoch
+            self.validations_per_epoch = derived.validations_per_epoch
         log.info("Derived from the training data: %s", _asked(derived, self.unset))
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, batch_idx: int
+    ) -> None:
+        """Validate after the batches that end each of the epoch's equal parts, its last one
+        included. Lightning, given ``val_check_interval`` 0.25, validates every
+        ``int(batches / 4)`` batches: with 78 batches after batches 19, 38, 57 and 76, so the
+        weights an epoch ends with were never scored. The loop validates where
+        ``(batch_idx + 1) % val_check_batch == 0``; this sets that number batch by batch."""
+        batches = trainer.num_training_batches
+        if self.validations_per_epoch is None or batches == float("inf"):
+            return
+        due = batch_idx + 1 in validation_batches(int(batches), self.validations_per_epoch)
+        trainer.val_check_batch = batch_idx + 1 if due else batch_idx + 2
+
+
+def validation_batches(batches: int, validations: int) -> set[int]:
+    """The batches (counted from 1) that end each of ``validations`` equal parts of an epoch."""
+    return {-(-part * batches // validations) for part in range(1, validations + 1)}
 
 
 def _asked(derived: TrainingLength, unset: Unset) -> str:
