@@ -74,6 +74,7 @@ class DerivedTrainingLength(pl.Callback):
     def __init__(self, unset: Unset) -> None:
         self.unset = unset
         self.validations_per_epoch: int | None = None
+        self._validate_after: set[int] = set()  # batches of an epoch, counted from 1
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit" or not self.unset.length:
@@ -96,11 +97,15 @@ class DerivedTrainingLength(pl.Callback):
         ``int(batches / 4)`` batches: with 78 batches after batches 19, 38, 57 and 76, so the
         weights an epoch ends with were never scored. The loop validates where
         ``(batch_idx + 1) % val_check_batch == 0``; this sets that number batch by batch."""
-        batches = trainer.num_training_batches
-        if self.validations_per_epoch is None or batches == float("inf"):
+        if not self._validate_after:
             return
-        due = batch_idx + 1 in validation_batches(int(batches), self.validations_per_epoch)
+        due = batch_idx + 1 in self._validate_after
         trainer.val_check_batch = batch_idx + 1 if due else batch_idx + 2
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        batches = trainer.num_training_batches  # known once the loop has its loader
+        if self.validations_per_epoch is not None and batches != float("inf"):
+            self._validate_after = validation_batches(int(batches), self.validations_per_epoch)
 
 
 def validation_batches(batches: int, validations: int) -> set[int]:
