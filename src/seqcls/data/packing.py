@@ -11,7 +11,11 @@ their layout, never which rows train together, and the logits come back in row o
 Keys of a packed batch, besides ``labels`` and ``index`` (one per row, in row order):
 ``input_ids`` and ``token_type_ids`` (model rows x row length), ``position_ids`` (from 0 in
 each segment), ``segment_ids`` (1, 2, ... per segment in a model row, 0 on padding), and
-``segment_rows`` / ``segment_starts`` (per row of the batch: its model row and first column).
+``segment_rows`` / ``segment_starts`` (per row of the batch: its model row and first column),
+and ``segment_bounds``: where each segment starts in the flattened tokens, then their count
+(trailing padding is a segment of its own), for attention kernels that take segments as
+cumulative lengths (``model/varlen_attention.py``); made here so that the device never has
+to be read back for it.
 """
 
 from collections.abc import Mapping, Sequence
@@ -26,6 +30,7 @@ Batch = dict[str, torch.Tensor]
 SEGMENT_IDS = "segment_ids"
 SEGMENT_ROWS = "segment_rows"
 SEGMENT_STARTS = "segment_starts"
+SEGMENT_BOUNDS = "segment_bounds"
 # A batch of a fixed shape may have empty example slots (``dense_packing.py``): which slots
 # hold an example, and how many do, as a Python number (counting needs no read back from
 # the device).
@@ -78,11 +83,15 @@ def packed_layout(lengths: Sequence[int], row_length: int) -> tuple[int, int]:
     return len(bins), max(sum(lengths[row] for row in rows) for rows in bins)
 
 
-def pack(features: Sequence[Mapping[str, Any]], row_length: int, pad_token_id: int) -> Batch:
-    """Collate ``features`` (tokenized rows) into one packed batch; see the module docstring."""
+def pack(
+    features: Sequence[Mapping[str, Any]], row_length: int, pad_token_id: int, multiple: int = 1
+) -> Batch:
+    """Collate ``features`` (tokenized rows) into one packed batch; see the module docstring.
+    The model rows are as long as the fullest, rounded up to ``multiple``."""
     lengths = [len(feature["input_ids"]) for feature in features]
     bins = pack_lengths(lengths, row_length)
-    width = max(sum(lengths[row] for row in rows) for rows in bins)
+    fullest = max(sum(lengths[row] for row in rows) for rows in bins)
+    width = -(-fullest // multiple) * multiple
     places = [(0, 0)] * len(features)
     for model_row, rows in enumerate(bins):
         start = 0
@@ -91,10 +100,25 @@ def pack(features: Sequence[Mapping[str, Any]], row_length: int, pad_token_id: i
             places[row] = (model_row, start)
             start += lengths[row]
     batch = lay_out(features, places, (len(bins), width), pad_token_id)
+    batch[SEGMENT_BOUNDS] = segment_bounds(places, lengths, width)
     for key in (LABELS, INDEX):
         if key in features[0]:
             batch[key] = torch.as_tensor([feature[key] for feature in features])
     return batch
+
+
+def segment_bounds(
+    places: Sequence[tuple[int, int]], lengths: Sequence[int], width: int
+) -> torch.Tensor:
+    """Each segment's first token in the flattened (model rows x ``width``) tokens, each
+    model row's trailing padding counted as a segment, then the number of tokens (int32)."""
+    ends: dict[int, int] = {}
+    starts = []
+    for (row, start), length in zip(places, lengths, strict=True):
+        starts.append(row * width + start)
+        ends[row] = max(ends.get(row, 0), start + length)
+    starts += [row * width + end for row, end in ends.items() if end < width]
+    return torch.as_tensor([*sorted(starts), len(ends) * width], dtype=torch.int32)
 
 
 def lay_out(
@@ -181,16 +205,18 @@ class PackOrSplit:
     by ``split`` (``SubBatches``, or a plain padding collate), whichever the cost model says
     is cheaper, unless ``always`` packs every batch. The rows are the batch's either way."""
 
-    def __init__(self, split: Any, pieces: int, pad_token_id: int, *, always: bool) -> None:
+    def __init__(
+        self, split: Any, pieces: int, pad_token_id: int, *, always: bool, multiple: int = 1
+    ) -> None:
         self.split, self.pieces, self.pad_token_id = split, pieces, pad_token_id
-        self.always = always
+        self.always, self.multiple = always, multiple
 
     def __call__(self, features: list[dict[str, Any]]) -> Any:
         lengths = [len(feature["input_ids"]) for feature in features]
         row_length, packed = best_row_length(lengths)
         if not self.always and self.split_cost(lengths) <= packed:
             return self.split(features)
-        return pack(features, row_length, self.pad_token_id)
+        return pack(features, row_length, self.pad_token_id, self.multiple)
 
     def split_cost(self, lengths: Sequence[int]) -> float:
         return sum(
