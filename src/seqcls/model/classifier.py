@@ -17,7 +17,7 @@ from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
-from seqcls.hardware import is_xla
+from seqcls.hardware import is_xla, on_cuda
 from seqcls.model.calibration import Calibration
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.layers import reinitialise_top_layers
@@ -176,11 +176,20 @@ class SequenceClassifier(pl.LightningModule):
             self.model.compile(dynamic=True)
             # The compiled graph would not see which tokens a packed batch's head reads.
             self.packed_forward.route = None
+        if on_cuda(self.trainer):
+            self.packed_forward.use_varlen(self.trainer.strategy.root_device)
 
     @property
     def takes_packed_batches(self) -> bool:
         """Whether packed batches run packed (else unpacked: the same results, no speed-up)."""
         return self.packed_forward.served
+
+    @property
+    def packs_with_kernel(self) -> bool:
+        """Whether packed batches' attention follows their segments (``varlen_attention.py``):
+        a CUDA device with the kernel, in half precision, where the kernel applies."""
+        precision = str(self.trainer.precision) if self._trainer is not None else ""
+        return self.packed_forward.varlen and precision.startswith(("bf16", "16"))
 
     def forward(self, batch: Batch) -> Any:
         if is_packed(batch):

@@ -20,10 +20,11 @@ logits and loss, without the speed.
 
 import inspect
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import Embedding, Module
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
@@ -31,6 +32,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.loaders import CPU_SUB_BATCHES
 from seqcls.data.packing import (
+    SEGMENT_BOUNDS,
     SEGMENT_IDS,
     SEGMENT_ROWS,
     SEGMENT_STARTS,
@@ -40,6 +42,7 @@ from seqcls.data.packing import (
 )
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import cuts_last_layer, first_tokens_at
+from seqcls.model.varlen_attention import kernel_works, segments_in, switch_to_varlen
 
 MaskRoute = Literal["mask", "encoder"]
 # The rows the check packs: two model rows of 9 tokens, the second one padded.
@@ -59,7 +62,20 @@ class PackedForward:
         self.model = model
         self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
         self.position_offset = _first_position_id(model)
+        self.varlen = False
         self.route: MaskRoute | None = self._serving_route()
+
+    def use_varlen(self, device: torch.device) -> bool:
+        """On a CUDA device whose PyTorch has the variable-length flash kernel, attention of
+        a model served by the mask follows the segments (``varlen_attention.py``)."""
+        if self.route == "mask" and kernel_works(device):
+            self.varlen = switch_to_varlen(self.model)
+        if self.varlen:
+            rank_zero_info(
+                "Packed batches: attention follows the segments (variable-length flash "
+                "kernel) wherever attention dropout is off: validation, test and prediction"
+            )
+        return self.varlen
 
     @property
     def served(self) -> bool:
@@ -86,7 +102,9 @@ class PackedForward:
         first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
         with first_tokens_at(*first):
             if route == "mask":
-                return self.model(**inputs, attention_mask=block[:, None])
+                bounds = batch.get(SEGMENT_BOUNDS) if self.varlen else None
+                with nullcontext() if bounds is None else segments_in(bounds, segments.shape[1]):
+                    return self.model(**inputs, attention_mask=block[:, None])
             inputs["attention_mask"] = (segments > 0).long()
             with _encoder_mask(self.model, block):
                 return self.model(**inputs)
