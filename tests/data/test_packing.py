@@ -1,5 +1,6 @@
 import random
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -102,7 +103,7 @@ def test_best_row_length_is_never_shorter_than_the_longest_row() -> None:
     ("packing", "padding", "accelerator", "expected"),
     [
         ("auto", "longest", CPUAccelerator, "per_batch"),
-        ("auto", "longest", CUDAAccelerator, "off"),  # not measured on GPUs
+        ("auto", "longest", CUDAAccelerator, "off"),  # GPU training batches: padded won
         ("auto", "max_length", CPUAccelerator, "off"),
         ("auto", "max_length", XLAAccelerator, "dense"),  # one fixed packed shape
         (True, "max_length", XLAAccelerator, "dense"),
@@ -117,6 +118,24 @@ def test_packing_is_per_batch_on_a_cpu_and_dense_on_xla_by_default(
 ) -> None:
     trainer = fake_trainer(accelerator)
     assert resolve_packing(packing, padding=padding, trainer=trainer) == expected
+
+
+@pytest.mark.parametrize(
+    ("training", "kernel", "expected"),
+    [(False, True, "always"), (True, True, "off"), (False, False, "off"), (True, False, "off")],
+)
+def test_on_a_gpu_auto_packs_evaluation_batches_only_where_attention_follows_segments(
+    training: bool, kernel: bool, expected: str
+) -> None:
+    trainer = fake_trainer(CUDAAccelerator)
+    packing = resolve_packing(
+        "auto", padding="longest", trainer=trainer, training=training, kernel=kernel
+    )
+    assert packing == expected
+    # A CPU decides per batch either way; asked-for packing is packing.
+    cpu = fake_trainer(CPUAccelerator)
+    assert resolve_packing("auto", padding="longest", trainer=cpu, kernel=kernel) == "per_batch"
+    assert resolve_packing(True, padding="longest", trainer=trainer, training=training) == "always"
 
 
 def test_packing_true_with_fixed_padding_is_a_one_line_error() -> None:
@@ -145,3 +164,19 @@ def test_training_validation_and_prediction_batches_are_packed(
     packed = next(iter(data.train_dataloader()))
     rows = torch.cat([piece["index"] for piece in pieces_of(unpacked)])
     assert sorted(packed["index"].tolist()) == sorted(rows.tolist())
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_a_gpu_run_packs_validation_batches_with_the_kernel_and_pads_training_ones(
+    tiny_bert: Path, tmp_path: Path, kernel: bool
+) -> None:
+    data = set_up_on(CUDAAccelerator, shared_sample_data(tiny_bert, tmp_path / "cache"))
+    # What the model tells the data: its attention follows packed segments, or not.
+    data.trainer.lightning_module = SimpleNamespace(packs_with_kernel=kernel)
+    validation = next(iter(data.val_dataloader()[0]))
+    training = next(iter(data.train_dataloader()))
+    assert is_packed(validation) == kernel
+    assert not is_packed(training)
+    if kernel:
+        # Rounded to the accelerators' multiple of 8, as padded rows are.
+        assert validation["input_ids"].shape[1] % 8 == 0

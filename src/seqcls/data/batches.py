@@ -89,8 +89,12 @@ class ClassificationBatches(TextDataModule):
         padding = resolve_padding(self.padding, self.trainer)
         if resolve_packing(self.packing, padding=padding, trainer=self.trainer) != "dense":
             return False
+        return self._module_flag("takes_packed_batches")
+
+    def _module_flag(self, name: str) -> bool:
+        """A property of the model being trained (False before there is one)."""
         module = getattr(self.trainer, "lightning_module", None)
-        return bool(getattr(module, "takes_packed_batches", False))
+        return bool(getattr(module, name, False))
 
     def collate(self, *, training: bool = False) -> Collate:
         """Pads rows into a batch, or into its sub-batches where those are on."""
@@ -106,7 +110,13 @@ class ClassificationBatches(TextDataModule):
             resolve_sub_batches(
                 self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
             ),
-            resolve_packing(self.packing, padding=padding, trainer=self.trainer),
+            resolve_packing(
+                self.packing,
+                padding=padding,
+                trainer=self.trainer,
+                training=training,
+                kernel=self._module_flag("packs_with_kernel"),
+            ),
         )
         # Training rows are single windows; evaluation rows are documents of several.
         return DocumentWindows(collate) if self.window_stride and not training else collate

@@ -85,12 +85,18 @@ def resolve_sub_batches(
 
 
 def resolve_packing(
-    packing: bool | Literal["auto"], *, padding: str, trainer: pl.Trainer | None
+    packing: bool | Literal["auto"],
+    *,
+    padding: str,
+    trainer: pl.Trainer | None,
+    training: bool = False,
+    kernel: bool = False,
 ) -> Packing:
-    """``auto``: per batch, by the measured cost model, on a CPU with ``padding: longest``
-    (measured to win there, docs/benchmarks.md); on XLA with ``padding: max_length``,
-    ``dense``: batches packed into fixed shapes (``dense_packing.py``); elsewhere off (on
-    GPUs it is not measured). ``true`` packs every batch."""
+    """``auto``, measured where it wins (docs/benchmarks.md): on a CPU with ``padding:
+    longest``, per batch by the cost model; on XLA with ``padding: max_length``, ``dense``:
+    batches packed into fixed shapes (``dense_packing.py``); on a CUDA GPU, evaluation batches
+    only, and only where attention follows the segments (``kernel``: the variable-length
+    kernel in half precision); elsewhere off. ``true`` packs every batch."""
     if is_xla(trainer):
         return "dense" if packing is not False and padding == "max_length" else "off"
     if packing is True:
@@ -100,8 +106,12 @@ def resolve_packing(
                 "rows have lengths of their own; or set --data.packing false"
             )
         return "always"
-    if packing == "auto" and padding == "longest" and on_cpu(trainer):
-        return "per_batch"
+    if packing == "auto" and padding == "longest":
+        if on_cpu(trainer):
+            return "per_batch"
+        # Training batches of 32 ran faster padded on an H200; evaluation ones packed.
+        if on_cuda(trainer) and kernel and not training:
+            return "always"
     return "off"
 
 
@@ -137,7 +147,11 @@ def collator(
     if packing == "off":
         return split
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    return PackOrSplit(split, sub_batches, pad_token_id, always=packing == "always")
+    # On GPUs, SDPA's fused kernels take a mask only with rows in multiples of 8 (else it
+    # falls back to its unfused one): packed rows are rounded up as padded ones are.
+    return PackOrSplit(
+        split, sub_batches, pad_token_id, always=packing == "always", multiple=pad_to_multiple_of
+    )
 
 
 class BucketPadding:
