@@ -14,6 +14,9 @@
         on one XLA device: packed, max_length-padded and bucketed batches, compiles included
     python benchmarks/run.py dense-plan --model MODEL --train FILE
         one epoch of XLA's fixed-shape packed training batches, planned and counted on the host
+    python benchmarks/run.py gpu-packing --lengths LENGTHS.json
+        on a CUDA GPU: packed batches through the variable-length kernel checked against
+        unpacked ones, then training and evaluation steps timed per layout
 
 ``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
 prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
@@ -40,6 +43,7 @@ SUBCOMMANDS = {
     "glue": "glue",
     "xla-buckets": "xla_buckets",
     "dense-plan": "dense_plan",
+    "gpu-packing": "gpu_packing",
 }
 
 
