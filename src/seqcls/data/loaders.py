@@ -147,8 +147,8 @@ def collator(
     if packing == "off":
         return split
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    # On GPUs, SDPA's fused kernels take a mask only with rows in multiples of 8 (else it
-    # falls back to its unfused one): packed rows are rounded up as padded ones are.
+    # Packed rows are rounded up as padded ones are: on GPUs, SDPA's memory-efficient kernel
+    # wants a mask whose rows are a multiple of 8 long, and copies any other into one.
     return PackOrSplit(
         split, sub_batches, pad_token_id, always=packing == "always", multiple=pad_to_multiple_of
     )
