@@ -143,7 +143,10 @@ class TextClassificationDataModule(ClassificationBatches):
                 packed or split into ``sub_batches``, whichever a measured cost model says is
                 faster; on XLA (TPU) with ``padding: max_length``, batches are packed
                 densely into fixed shapes (training: about ``batch_size`` random rows each),
-                so nothing recompiles (docs/packing.md); off elsewhere. ``true``: every
+                so nothing recompiles (docs/packing.md); on a CUDA GPU, evaluation batches
+                (validation, test, prediction) where attention follows the segments (the
+                variable-length kernel, half precision), training batches padded; off
+                elsewhere. ``true``: every
                 batch packed. ``false``: never. A model that cannot take packed rows runs
                 them unpacked, with the same results (on XLA: padded to ``max_length``).
             batch_size: Examples per training batch on each device.
