@@ -72,8 +72,9 @@ class PackedForward:
             self.varlen = switch_to_varlen(self.model)
         if self.varlen:
             rank_zero_info(
-                "Packed batches: attention follows the segments (variable-length flash "
-                "kernel) wherever attention dropout is off: validation, test and prediction"
+                "Packed batches (where batches are packed): attention follows the segments "
+                "(variable-length flash kernel) wherever attention dropout is off: "
+                "validation, test and prediction"
             )
         return self.varlen
 
