@@ -96,6 +96,33 @@ def test_the_optimizer_trains_with_the_layerwise_rates(tiny_bert: Path, tmp_path
     assert {group["eps"] for group in groups} == {1e-6}
 
 
+@pytest.mark.parametrize(
+    ("problem_type", "given", "peak"),
+    [
+        ("single_label_classification", None, 5e-5),
+        ("multi_label_classification", None, 5e-5),
+        ("regression", None, 1e-4),
+        ("regression", 3e-5, 3e-5),
+    ],
+)
+def test_an_unset_learning_rate_follows_the_problem_type(
+    problem_type: str, given: float | None, peak: float, tiny_bert: Path
+) -> None:
+    labels = ["score"] if problem_type == "regression" else LABELS
+    model = SequenceClassifier(
+        str(tiny_bert), label_names=labels, problem_type=problem_type, learning_rate=given
+    )
+    assert model.learning_rate == peak
+    assert model.hparams["learning_rate"] == peak  # the checkpoint and model card say it
+
+
+def test_the_optimizer_peaks_at_the_derived_rate(tiny_bert: Path, tmp_path: Path) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABELS)
+    trainer = quick_trainer(tmp_path, max_steps=1)
+    trainer.fit(model, datamodule=sample_data(tiny_bert, tmp_path / "cache"))
+    assert {group["initial_lr"] for group in trainer.optimizers[0].param_groups} == {5e-5}
+
+
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
 def test_reinit_changes_exactly_the_top_layers(
     fixture: str, request: pytest.FixtureRequest

@@ -26,6 +26,16 @@ def test_small_sets_validate_several_times_an_epoch() -> None:
     assert derive_training_length(67_349, 2_105).validations_per_epoch == 1
 
 
+def test_a_large_validation_set_is_scored_less_often() -> None:
+    """Validation may cost 15% of an epoch's training: a training row counts 3 passes."""
+    glue = {"rte": (2_490, 78, 277), "mrpc": (3_668, 115, 408), "cola": (8_551, 268, 1_043)}
+    glue["stsb"] = (5_749, 180, 1_500)
+    per_epoch = {task: derive_training_length(*sizes).validations_per_epoch
+                 for task, sizes in glue.items()}  # fmt: skip
+    assert per_epoch == {"rte": 4, "mrpc": 4, "cola": 3, "stsb": 1}
+    assert derive_training_length(100, 4, 100_000).validations_per_epoch == 1  # at least once
+
+
 def test_validations_end_equal_parts_of_the_epoch_and_the_epoch_itself() -> None:
     assert validation_batches(78, 4) == {20, 39, 59, 78}  # RTE at batch 32
     assert validation_batches(6, 4) == {2, 3, 5, 6}
@@ -40,13 +50,18 @@ def test_only_unset_flags_are_derived() -> None:
     assert Unset.of(Namespace({**unset, "max_steps": 10})) == Unset(False, False)
 
 
-def fit(run: Path, model: Path, *extra: str) -> object:
+def fit(run: Path, model: Path, *extra: str, validation_rows: int = 1) -> object:
+    """A recipe run on 16 sample rows, validated on the first ``validation_rows`` (one is
+    cheap enough to score 4 times an epoch)."""
+    validation = run.parent / f"validation-{validation_rows}.csv"
+    lines = (SAMPLE / "validation.csv").read_text().splitlines(keepends=True)
+    validation.write_text("".join(lines[: validation_rows + 1]))
     return make_cli(
         [
             "fit", "--trainer.accelerator", "cpu",
             "--model.model_name_or_path", str(model),
             "--data.train_file", str(SAMPLE / "train.csv"),
-            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.validation_file", str(validation),
             "--data.max_train_samples", "16", "--data.batch_size", "4",
             "--data.cache_dir", str(run.parent / "cache"),
             "--trainer.default_root_dir", str(run),
@@ -80,8 +95,16 @@ def test_fit_without_length_flags_derives_and_says_so(
     lines = [r.message for r in caplog.records if r.message.startswith("Derived from")]
     assert lines == [
         "Derived from the training data: 10 epochs (about 15,000 rows / 16 training rows, kept "
-        "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 rows), the best kept"
+        "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 training rows, at most "
+        "15% of training's cost for 1 validation rows), the best kept"
     ]
+
+
+def test_a_validation_set_larger_than_training_is_scored_once_an_epoch(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    fit(tmp_path / "run", tiny_bert, validation_rows=100)
+    assert validation_steps(tmp_path / "run") == list(range(3, 40, 4))
 
 
 def test_derived_validations_fall_on_the_parts_of_an_uneven_epoch(

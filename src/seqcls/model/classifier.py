@@ -23,7 +23,7 @@ from seqcls.model.first_token import compute_last_layer_for_first_token, resolve
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.metrics import WeightedMean, build_metrics
-from seqcls.model.optimization import adamw_with_warmup, layerwise_groups
+from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import load_for_training
 from seqcls.model.xla_attention import use_device_side_attention_mask
@@ -47,7 +47,7 @@ class SequenceClassifier(pl.LightningModule):
         problem_type: ProblemType = "single_label_classification",
         metrics: list[str] | None = None,
         validation_names: list[str] | None = None,
-        learning_rate: float = 5e-5,
+        learning_rate: float | None = None,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
         head_learning_rate: float | None = None,
@@ -72,7 +72,8 @@ class SequenceClassifier(pl.LightningModule):
             problem_type: Filled in from the data.
             metrics: Metric names; filled in from the data.
             validation_names: One name per validation set; filled in from the data.
-            learning_rate: Peak AdamW learning rate, reached after warm-up.
+            learning_rate: Peak AdamW learning rate, reached after warm-up. Unset: 5e-5,
+                or 1e-4 for regression, which measured better there (docs/results.md).
             weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
@@ -122,6 +123,10 @@ class SequenceClassifier(pl.LightningModule):
         self.save_hyperparameters(ignore=["calibrate"])
         self.calibrate = calibrate
         self.labels = LabelSpace(problem_type, tuple(label_names))
+        if learning_rate is None:
+            learning_rate = default_learning_rate(problem_type)
+            # What trained, for the checkpoint and the model card.
+            self.hparams["learning_rate"] = learning_rate
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
         check_loss_options(class_weights, label_smoothing, problem_type, len(label_names))

@@ -175,11 +175,13 @@ def model_card(
 ) -> ModelCard:
     """The card of the model that ``config`` trained on ``trainer``."""
     base_model = str(config.model.model_name_or_path)
-    recipe = {
-        name: config[section][key]
-        for name, section, key in RECIPE_KEYS
-        if key in config[section] and config[section][key] is not None
-    }
+    recipe = {}
+    for name, section, key in RECIPE_KEYS:
+        value = config[section].get(key)
+        if value is None and section == "model":
+            value = hparams.get(key)  # derived by the model when unset, e.g. the learning rate
+        if value is not None:
+            recipe[name] = value
     recipe["seed"] = config.get("seed_everything")
     recipe["optimizer steps trained"] = trainer.global_step
     recipe["devices x nodes"] = f"{trainer.num_devices} x {trainer.num_nodes}"

@@ -22,6 +22,11 @@ TARGET_ROWS = 15_000  # rows trained on in all, when the set is small enough to 
 MIN_EPOCHS, MAX_EPOCHS = 3, 10  # 3: run_glue's and the former default; 10: fairseq RoBERTa's
 SMALL_SET = 20_000  # training rows up to which a run validates several times an epoch
 VALIDATIONS_PER_EPOCH = 4
+# Validating may cost up to this share of an epoch's training. A training row costs about three
+# forward passes (the backward pass twice the forward), a validation row one. So a large
+# validation set is scored less often: STS-B's 1,500 pairs once an epoch, not 4 times.
+VALIDATION_SHARE = 0.15
+TRAINING_ROW_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -33,14 +38,20 @@ class TrainingLength:
     reason: str
 
 
-def derive_training_length(rows: int, batches: int) -> TrainingLength:
-    """Epochs for ``rows`` training rows, and validations per epoch of ``batches`` batches."""
+def derive_training_length(rows: int, batches: int, validation_rows: int = 0) -> TrainingLength:
+    """Epochs for ``rows`` training rows, and validations per epoch of ``batches`` batches
+    against ``validation_rows`` rows to score each time."""
     epochs = min(MAX_EPOCHS, max(MIN_EPOCHS, round(TARGET_ROWS / max(1, rows))))
-    validations = min(VALIDATIONS_PER_EPOCH, max(1, batches)) if rows <= SMALL_SET else 1
+    affordable = int(VALIDATION_SHARE * TRAINING_ROW_PASSES * rows / max(1, validation_rows))
+    validations = (
+        max(1, min(VALIDATIONS_PER_EPOCH, batches, affordable)) if rows <= SMALL_SET else 1
+    )
     reason = (
         f"{epochs} epochs (about {TARGET_ROWS:,} rows / {rows:,} training rows, kept within "
         f"{MIN_EPOCHS} to {MAX_EPOCHS}), validation {validations} time(s) an epoch "
-        f"({'up to' if rows <= SMALL_SET else 'over'} {SMALL_SET:,} rows), the best kept"
+        f"({'up to' if rows <= SMALL_SET else 'over'} {SMALL_SET:,} training rows, at most "
+        f"{VALIDATION_SHARE:.0%} of training's cost for {validation_rows:,} validation rows), "
+        "the best kept"
     )
     return TrainingLength(epochs, validations, reason)
 
@@ -79,9 +90,10 @@ class DerivedTrainingLength(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit" or not self.unset.length:
             return
-        loader = trainer.datamodule.train_dataloader()  # type: ignore[attr-defined]
+        data = trainer.datamodule  # type: ignore[attr-defined]
+        loader = data.train_dataloader()
         rows, batches = len(loader.dataset), len(loader)
-        derived = derive_training_length(rows, batches)
+        derived = derive_training_length(rows, batches, _validation_rows(data))
         # Read by the fit loop when it starts, after this hook; nothing has used them yet.
         trainer.fit_loop.max_epochs = derived.epochs
         if self.unset.validation:
@@ -106,6 +118,12 @@ class DerivedTrainingLength(pl.Callback):
         batches = trainer.num_training_batches  # known once the loop has its loader
         if self.validations_per_epoch is not None and batches != float("inf"):
             self._validate_after = validation_batches(int(batches), self.validations_per_epoch)
+
+
+def _validation_rows(data: pl.LightningDataModule) -> int:
+    """The rows each validation scores: one set (masked LM) or several (classification)."""
+    found = getattr(data, "splits", {}).get("validation") or []
+    return sum(len(split) for split in (found if isinstance(found, list) else [found]))
 
 
 def validation_batches(batches: int, validations: int) -> set[int]:
