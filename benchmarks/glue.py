@@ -7,7 +7,7 @@ fp32), then the dev metrics side by side:
     python benchmarks/run.py glue GLUE_DIR [--out runs/glue] [--model models/all-MiniLM-L6-v2]
         [--tasks rte,mrpc,stsb,cola] [--epochs 3] [--max-train-samples N] [--sides seqcls,hf]
         [--hf-padding longest|max_length] [--seqcls-recipe run_glue|default|three_epochs]
-        [--seeds 42,43,44]
+        [--seeds 42,43,44] [--seqcls-args "--model.learning_rate 1e-4"]
 
 ``GLUE_DIR`` holds RTE/, MRPC/, STS-B/ and CoLA/, each with train.csv and dev.csv whose columns
 are text[,text_pair],label (labels as in the hub's glue dataset). Per task, seqcls runs as a
@@ -23,12 +23,15 @@ only the model, the files, max length 128 and the seed are given, so the length 
 the learning rate, warm-up and batch size are seqcls's own (see docs/tuning.md).
 ``--seqcls-recipe three_epochs`` is seqcls's defaults before the length of training followed
 from the data: the same, with ``--trainer.max_epochs 3`` (one validation an epoch).
+``--seqcls-args`` adds flags to every ``seqcls fit`` after the recipe's (an option of the
+search in docs/results.md, say); give each setting its own ``--out``.
 ``--seeds`` runs each side once per seed (run_glue's 42 by default), into OUT/seed-N; the
 table then gives each metric's mean and sample standard deviation over the seeds found there.
 """
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
@@ -84,6 +87,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=str(RECIPE["seed"]),
         help="comma-separated seeds, each side run once per seed",
     )
+    p.add_argument(
+        "--seqcls-args",
+        default="",
+        help='more seqcls fit flags, after the recipe\'s, e.g. "--model.learning_rate 1e-4"',
+    )
     p.add_argument("--json", type=Path, help="also write the table here")
     args = p.parse_args(argv)
     args.tasks, args.sides = args.tasks.split(","), args.sides.split(",")
@@ -121,6 +129,7 @@ def seqcls_fit_args(
         *("--data.text_column", "text", *pair, "--data.label_column", "label"),
         *("--data.max_length", str(RECIPE["max_length"])),
         *recipe[args.seqcls_recipe],
+        *shlex.split(args.seqcls_args),
         *("--seed_everything", str(seed)),
         *("--trainer.enable_progress_bar", "false"),
         *("--trainer.default_root_dir", str(args.out / f"seed-{seed}" / "seqcls" / task)),

@@ -142,3 +142,15 @@ def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.Mon
         assert flags[flags.index("--seed_everything") + 1] == "43"
         assert flags[flags.index("--trainer.default_root_dir") + 1].endswith("seed-43/seqcls/rte")
         assert {"--data.max_length", "--seed_everything"} <= set(flags)
+
+
+def test_seqcls_args_follow_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    glue = load_glue(monkeypatch)
+    extra = "--model.learning_rate 1e-4 --model.reinit_layers 1"
+    args = glue.parse_args(
+        [str(tmp_path), "--seqcls-recipe", "three_epochs", "--seqcls-args", extra]
+    )
+    flags = glue.seqcls_fit_args("rte", tmp_path / "train.csv", tmp_path / "dev.csv", args, seed=42)
+    epochs = flags.index("--trainer.max_epochs")
+    assert flags[epochs : epochs + 2] == ["--trainer.max_epochs", "3"]
+    assert flags[epochs + 2 : epochs + 6] == extra.split()  # after the recipe's, so they win

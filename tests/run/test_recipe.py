@@ -98,6 +98,8 @@ def test_fit_without_length_flags_derives_and_says_so(
         "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 training rows, at most "
         "15% of training's cost for 1 validation rows), the best kept"
     ]
+    # The learning rate was left unset too: the model card states the one derived.
+    assert "| learning rate | 5e-05 |" in (tmp_path / "run/model/README.md").read_text()
 
 
 def test_a_validation_set_larger_than_training_is_scored_once_an_epoch(
