@@ -22,7 +22,8 @@ HF Trainer reports its final epoch: both are shown for seqcls, "last" being like
 only the model, the files, max length 128 and the seed are given, so the length of training,
 the learning rate, warm-up and batch size are seqcls's own (see docs/tuning.md).
 ``--seqcls-recipe three_epochs`` is seqcls's defaults before the length of training followed
-from the data: the same, with ``--trainer.max_epochs 3`` (one validation an epoch).
+from the data: the same, with ``--trainer.max_epochs 3`` (one validation an epoch) and
+``--model.learning_rate 5e-5`` (the rate then for every problem type).
 ``--seqcls-args`` adds flags to every ``seqcls fit`` after the recipe's (an option of the
 search in docs/results.md, say); give each setting its own ``--out``.
 ``--seeds`` runs each side once per seed (run_glue's 42 by default), into OUT/seed-N; the
@@ -80,7 +81,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=("run_glue", "default", "three_epochs"),
         default="run_glue",
         help="seqcls's side: run_glue's recipe, seqcls's own defaults (no recipe flags), "
-        "or those with 3 epochs",
+        "or its former defaults (3 epochs at 5e-5)",
     )
     p.add_argument(
         "--seeds",
@@ -121,7 +122,9 @@ def seqcls_fit_args(
         *("--model.warmup_ratio", "0", "--model.weight_decay", "0"),
         *("--trainer.max_epochs", str(args.epochs)),
     ]  # fmt: skip
-    recipe = {"run_glue": run_glue, "default": [], "three_epochs": ["--trainer.max_epochs", "3"]}
+    # The former defaults: 3 epochs, and 5e-5 for every problem type (regression now has 1e-4).
+    former = ["--trainer.max_epochs", "3", "--model.learning_rate", "5e-5"]
+    recipe = {"run_glue": run_glue, "default": [], "three_epochs": former}
     return [
         "fit", "--config", str(REPO / f"configs/data/glue/{task}.yaml"),
         *("--model.model_name_or_path", args.model),

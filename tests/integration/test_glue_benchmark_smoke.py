@@ -134,7 +134,7 @@ def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.Mon
     train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
     recipe_flags = {"--trainer.max_epochs", "--model.learning_rate", "--data.batch_size"}
     recipes = [("run_glue", recipe_flags), ("default", set()),
-               ("three_epochs", {"--trainer.max_epochs"})]  # fmt: skip
+               ("three_epochs", {"--trainer.max_epochs", "--model.learning_rate"})]  # fmt: skip
     for recipe, expected in recipes:
         args = glue.parse_args([str(tmp_path), "--seqcls-recipe", recipe])
         flags = glue.seqcls_fit_args("rte", train, dev, args, seed=43)
@@ -146,11 +146,15 @@ def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_seqcls_args_follow_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     glue = load_glue(monkeypatch)
-    extra = "--model.learning_rate 1e-4 --model.reinit_layers 1"
+    extra = "--model.reinit_layers 1 --model.learning_rate 1e-4"
     args = glue.parse_args(
         [str(tmp_path), "--seqcls-recipe", "three_epochs", "--seqcls-args", extra]
     )
     flags = glue.seqcls_fit_args("rte", tmp_path / "train.csv", tmp_path / "dev.csv", args, seed=42)
-    epochs = flags.index("--trainer.max_epochs")
-    assert flags[epochs : epochs + 2] == ["--trainer.max_epochs", "3"]
-    assert flags[epochs + 2 : epochs + 6] == extra.split()  # after the recipe's, so they win
+    epochs, rate = flags.index("--trainer.max_epochs"), flags.index("--model.learning_rate")
+    # The recipe's rate comes first; the one given after it is what jsonargparse keeps.
+    assert flags[epochs + 1] == "3"
+    assert flags[rate + 1] == "5e-5"  # the former defaults' rate, for regression too
+    first = flags.index("--model.reinit_layers")
+    assert first > max(epochs, rate)  # after the recipe's, so they win
+    assert flags[first : first + 4] == extra.split()
