@@ -2,6 +2,7 @@
 the harness's step clock counts tokens and FLOPs by the formula it documents."""
 
 import csv
+import importlib
 import json
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def write_csv(path: Path, rows: int) -> str:
 
 
 def test_throughput_counts_the_timed_steps_and_their_tokens(
-    tiny_bert: Path, tmp_path: Path
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     json_path = tmp_path / "throughput.json"
     argv = [
@@ -50,8 +51,14 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
         # Every row padded to MAX_LENGTH: the computed tokens are known too.
         *("--data.padding", "max_length", "--data.max_length", str(MAX_LENGTH)),
     ]
-    results = load_run().main(argv)
+    run = load_run()
+    seqcls_side = importlib.import_module("seqcls_side")  # beside run.py, now on sys.path
+    kept: list[bool] = []
+    monkeypatch.setattr(seqcls_side, "keep_freed_memory", lambda: kept.append(True) or True)
+    results = run.main(argv)
 
+    # seqcls's side keeps freed memory for the next step, as `seqcls fit` does.
+    assert kept == [True]
     examples = STEPS * BATCH_SIZE  # the warm-up step is not counted
     assert results["steps"] == STEPS
     assert results["warmup_steps"] == WARMUP
