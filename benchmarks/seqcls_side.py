@@ -23,8 +23,8 @@ import pytorch_lightning as pl
 import torch
 from harness import StepClock, command_line, environment, key_value_table, peak_rss_mib, write_json
 
-from seqcls.allocator import keep_freed_memory
 from seqcls.classifier_cli import SeqclsCLI, make_cli
+from seqcls.cli import prepare_process
 
 
 class StepTimer(pl.Callback):
@@ -57,8 +57,8 @@ class StepTimer(pl.Callback):
 
 def fit_with_clock(arguments: list[str], clock: StepClock, run_dir: str, steps: int) -> SeqclsCLI:
     """``seqcls fit`` with ``arguments`` for ``steps`` optimizer steps, timed by ``clock``."""
-    # As ``seqcls fit`` does before anything is built: freed memory stays for the next step.
-    keep_freed_memory()
+    # As ``seqcls fit`` does before anything is built (freed memory kept for the next step).
+    prepare_process()
     # make_cli gets every argument through ``args``; sys.argv only holds this script's own.
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
     overrides = [  # after the caller's, so they win over any config

@@ -66,6 +66,16 @@ def _tune(argv: list[str]) -> None:
     tune_main(argv)
 
 
+def prepare_process() -> None:
+    """What a seqcls process sets before anything is imported or built (benchmarks that build
+    seqcls in their own process call it too, so they time what users run)."""
+    # Before torch_xla loads, which reads it once: the scalars 0 and 1 as data, not constants,
+    # so that graphs on a TPU do not change with a value (seqcls.run.xla_graphs).
+    os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
+    # Before the first large allocation: training steps reuse freed memory (allocator.py).
+    keep_freed_memory()
+
+
 def main(args: Any = None) -> None:
     argv = sys.argv[1:] if args is None else args
     if isinstance(argv, list) and argv[:1] in ([], ["-h"], ["--help"]):
@@ -73,11 +83,7 @@ def main(args: Any = None) -> None:
         if not argv:
             sys.exit(2)  # no subcommand: as argparse does
         return
-    # Before torch_xla loads, which reads it once: the scalars 0 and 1 as data, not constants,
-    # so that graphs on a TPU do not change with a value (seqcls.run.xla_graphs).
-    os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
-    # Before the first large allocation: training steps reuse freed memory (allocator.py).
-    keep_freed_memory()
+    prepare_process()
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     import datasets
     from pytorch_lightning.utilities.exceptions import SIGTERMException

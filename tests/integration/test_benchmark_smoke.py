@@ -2,12 +2,13 @@
 the harness's step clock counts tokens and FLOPs by the formula it documents."""
 
 import csv
-import importlib
 import json
 from pathlib import Path
 
 import pytest
 from benchmark_entry import load_run
+
+import seqcls.cli
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 8, 3, 1, 64
@@ -51,11 +52,9 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
         # Every row padded to MAX_LENGTH: the computed tokens are known too.
         *("--data.padding", "max_length", "--data.max_length", str(MAX_LENGTH)),
     ]
-    run = load_run()
-    seqcls_side = importlib.import_module("seqcls_side")  # beside run.py, now on sys.path
     kept: list[bool] = []
-    monkeypatch.setattr(seqcls_side, "keep_freed_memory", lambda: kept.append(True) or True)
-    results = run.main(argv)
+    monkeypatch.setattr(seqcls.cli, "keep_freed_memory", lambda: kept.append(True) or True)
+    results = load_run().main(argv)
 
     # seqcls's side keeps freed memory for the next step, as `seqcls fit` does.
     assert kept == [True]
