@@ -16,8 +16,10 @@ SAMPLE = REPO / "data" / "sample"
 
 
 def test_small_sets_get_more_epochs_within_bounds() -> None:
-    epochs = [derive_training_length(rows, 100).epochs for rows in (50, 2_490, 3_668, 100_000)]
-    assert epochs == [10, 6, 4, 3]  # bounded above by 10, below by 3; RTE 6, MRPC 4
+    sizes = (50, 2_490, 3_668, 5_749, 8_551, 12_000, 100_000)
+    epochs = [derive_training_length(rows, 100).epochs for rows in sizes]
+    # Bounded above by 6 (RTE, MRPC, STS-B and CoLA) and below by 3; 50,000 rows in between.
+    assert epochs == [6, 6, 6, 6, 6, 4, 3]
 
 
 def test_small_sets_validate_several_times_an_epoch() -> None:
@@ -88,14 +90,14 @@ def test_fit_without_length_flags_derives_and_says_so(
         cli = fit(tmp_path / "run", tiny_bert)
     # Lightning's warning that max_epochs defaults to 1,000 would contradict the derived 10.
     assert not [w for w in recwarn if "max_epochs" in str(w.message)]
-    # 16 rows in 4 batches: 10 epochs (the upper bound), 4 validations each, one per batch.
-    assert cli.trainer.current_epoch == 10  # type: ignore[attr-defined]
-    assert cli.trainer.global_step == 40  # type: ignore[attr-defined]
-    assert validation_steps(tmp_path / "run") == list(range(0, 40))
+    # 16 rows in 4 batches: 6 epochs (the upper bound), 4 validations each, one per batch.
+    assert cli.trainer.current_epoch == 6  # type: ignore[attr-defined]
+    assert cli.trainer.global_step == 24  # type: ignore[attr-defined]
+    assert validation_steps(tmp_path / "run") == list(range(0, 24))
     lines = [r.message for r in caplog.records if r.message.startswith("Derived from")]
     assert lines == [
-        "Derived from the training data: 10 epochs (about 15,000 rows / 16 training rows, kept "
-        "within 3 to 10), validation 4 time(s) an epoch (up to 20,000 training rows, at most "
+        "Derived from the training data: 6 epochs (about 50,000 rows / 16 training rows, kept "
+        "within 3 to 6), validation 4 time(s) an epoch (up to 20,000 training rows, at most "
         "15% of training's cost for 1 validation rows), the best kept"
     ]
     # The learning rate was left unset too: the model card states the one derived.
@@ -106,7 +108,7 @@ def test_a_validation_set_larger_than_training_is_scored_once_an_epoch(
     tiny_bert: Path, tmp_path: Path
 ) -> None:
     fit(tmp_path / "run", tiny_bert, validation_rows=100)
-    assert validation_steps(tmp_path / "run") == list(range(3, 40, 4))
+    assert validation_steps(tmp_path / "run") == list(range(3, 24, 4))
 
 
 def test_derived_validations_fall_on_the_parts_of_an_uneven_epoch(
@@ -115,8 +117,8 @@ def test_derived_validations_fall_on_the_parts_of_an_uneven_epoch(
     cli = fit(tmp_path / "run", tiny_bert, "--data.batch_size", "3")
     # 16 rows in 6 batches: 4 validations an epoch after batches 2, 3, 5 and 6 (logged at
     # the step before), not after every batch as Lightning's int(6 * 0.25) = 1 would have.
-    assert cli.trainer.global_step == 60  # type: ignore[attr-defined]
-    expected = [epoch * 6 + batch - 1 for epoch in range(10) for batch in (2, 3, 5, 6)]
+    assert cli.trainer.global_step == 36  # type: ignore[attr-defined]
+    expected = [epoch * 6 + batch - 1 for epoch in range(6) for batch in (2, 3, 5, 6)]
     assert validation_steps(tmp_path / "run") == expected
 
 
