@@ -88,7 +88,7 @@ def test_fit_without_length_flags_derives_and_says_so(
 ) -> None:
     with caplog.at_level(logging.INFO):
         cli = fit(tmp_path / "run", tiny_bert)
-    # Lightning's warning that max_epochs defaults to 1,000 would contradict the derived 10.
+    # Lightning's warning that max_epochs defaults to 1,000 would contradict the derived 6.
     assert not [w for w in recwarn if "max_epochs" in str(w.message)]
     # 16 rows in 4 batches: 6 epochs (the upper bound), 4 validations each, one per batch.
     assert cli.trainer.current_epoch == 6  # type: ignore[attr-defined]
