@@ -8,8 +8,8 @@ while keeping the best checkpoint. So when ``--trainer.max_epochs``, ``--trainer
 ``--trainer.val_check_interval`` or ``--trainer.check_val_every_n_epoch`` is given, validates
 several times per epoch. A run whose length is given keeps Lightning's once an epoch. The
 bounds keep a small set's whole run within twice the HF Trainer's time for run_glue's three
-epochs (measured side by side, docs/results.md): about ``TARGET_ROWS`` rows in all, at most
-``MAX_EPOCHS`` epochs.
+epochs (both measured on one kind of CPU, docs/results.md): about ``TARGET_ROWS`` rows in all,
+at most ``MAX_EPOCHS`` epochs.
 """
 
 import logging
