@@ -17,8 +17,9 @@ from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
-from seqcls.hardware import is_xla, on_cuda
+from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.model.calibration import Calibration
+from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
@@ -61,6 +62,7 @@ class SequenceClassifier(pl.LightningModule):
         calibrate: bool = True,
         gradient_checkpointing: bool = False,
         compile: bool = False,
+        fast_cpu_dropout: bool = True,
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
     ) -> None:
@@ -108,6 +110,10 @@ class SequenceClassifier(pl.LightningModule):
             compile: Compile the model with ``torch.compile`` (dynamic shapes) when training
                 starts. Compiling takes minutes first, so it can only pay on long runs; see
                 docs/benchmarks.md for what it measured.
+            fast_cpu_dropout: Training on CPU, draw dropout masks (attention dropout too)
+                from numpy's SFC64 generator seeded by torch's: the same Bernoulli masks'
+                law, about half the cost of torch's own CPU dropout (``cpu_dropout.py``).
+                False: torch's dropout. No effect on other devices or when compiling.
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with
                 about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
@@ -181,8 +187,12 @@ class SequenceClassifier(pl.LightningModule):
             self.model.compile(dynamic=True)
             # The compiled graph would not see which tokens a packed batch's head reads.
             self.packed_forward.route = None
+        # A compiled model draws its masks inside its compiled graph.
+        fast_dropout = self.hparams["fast_cpu_dropout"] and not self.hparams["compile"]
         if on_cuda(self.trainer):
             self.packed_forward.use_varlen(self.trainer.strategy.root_device)
+        elif stage == "fit" and fast_dropout and on_cpu(self.trainer):
+            use_cpu_dropout(self.model)
 
     @property
     def takes_packed_batches(self) -> bool:

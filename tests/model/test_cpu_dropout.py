@@ -1,0 +1,156 @@
+"""Dropout masks from the fast CPU generator: their law, their seed, and the models they serve."""
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from pytorch_lightning.accelerators import CPUAccelerator
+from test_packed_forward import LABEL_NAMES, SERVED, padded, rows, tiny_model
+from torch.nn import Dropout
+from transformers import PreTrainedModel
+
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.model.cpu_dropout import (
+    CPU_DROPOUT_ATTENTION,
+    CPUDropout,
+    attention_with_dropout,
+    keep_mask,
+    use_cpu_dropout,
+)
+from seqcls.model.pretrained import enable_gradient_checkpointing
+
+ARCHITECTURES = sorted(SERVED)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_the_mask_drops_a_share_p_of_the_elements(p: float) -> None:
+    torch.manual_seed(0)
+    count = 1_000_000
+    dropped = 1.0 - keep_mask((count,), p).float().mean().item()
+    # Five standard deviations of the share: a threshold off by a factor fails by dozens.
+    assert abs(dropped - p) < 5 * math.sqrt(p * (1 - p) / count)
+
+
+def test_the_masks_follow_torchs_seed_and_state() -> None:
+    torch.manual_seed(0)
+    first = keep_mask((64, 64), 0.1)
+    state = torch.get_rng_state()
+    second = keep_mask((64, 64), 0.1)
+    torch.manual_seed(0)
+    assert torch.equal(keep_mask((64, 64), 0.1), first)
+    torch.set_rng_state(state)  # what a resumed run restores
+    assert torch.equal(keep_mask((64, 64), 0.1), second)
+    assert not torch.equal(first, second)
+    torch.manual_seed(1)
+    assert not torch.equal(keep_mask((64, 64), 0.1), first)
+
+
+def test_the_layer_zeroes_what_it_drops_and_scales_what_it_keeps() -> None:
+    torch.manual_seed(0)
+    values = torch.randn(200, 50, requires_grad=True)
+    layer = CPUDropout(0.25)
+    out = layer(values)
+    kept = out != 0
+    assert 0.7 < kept.float().mean().item() < 0.8
+    torch.testing.assert_close(out[kept], values[kept] / 0.75)
+    out.sum().backward()
+    assert values.grad is not None
+    torch.testing.assert_close(values.grad, kept.float() / 0.75)
+    layer.eval()
+    assert torch.equal(layer(values), values)
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "bool", "additive"])
+def test_attention_with_dropout_is_sdpa_when_nothing_drops(mask_kind: str) -> None:
+    torch.manual_seed(0)
+    query, key, value = (torch.randn(3, 4, 7, 8) for _ in range(3))
+    allowed = torch.rand(3, 1, 7, 7) > 0.3
+    allowed[..., 0] = True  # every query sees a key
+    mask = {
+        "none": None,
+        "bool": allowed,
+        "additive": torch.zeros(3, 1, 7, 7).masked_fill(~allowed, float("-inf")),
+    }[mask_kind]
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=0.3
+    ).transpose(1, 2)
+    # A share of 1e-12 rounds to a threshold that keeps every element, scaled by ~1.
+    got = attention_with_dropout(query, key, value, mask, 1e-12, scaling=0.3)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+
+
+def loss_and_gradients(
+    model: PreTrainedModel, batch: dict[str, torch.Tensor], seed: int
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    torch.manual_seed(seed)
+    model.zero_grad()
+    output = model(**batch)
+    output.loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return output.loss.detach(), grads
+
+
+@pytest.mark.parametrize("model_type", ARCHITECTURES)
+def test_a_switched_model_keeps_its_eval_logits_and_trains_by_the_seed(model_type: str) -> None:
+    model = tiny_model(model_type, cut=False)
+    token_types = model_type in ("bert", "electra", "deberta-v2")
+    batch = padded(rows(token_types=token_types))
+    with torch.no_grad():
+        before = model(**batch).logits
+    assert use_cpu_dropout(model) > 0
+    assert not any(type(module) is Dropout for module in model.modules())
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch).logits, before, atol=0, rtol=0)
+
+    model.train()
+    loss, grads = loss_and_gradients(model, batch, seed=3)
+    again, grads_again = loss_and_gradients(model, batch, seed=3)
+    other, _ = loss_and_gradients(model, batch, seed=4)
+    assert torch.equal(loss, again)
+    assert all(torch.equal(grads[name], grads_again[name]) for name in grads)
+    assert loss != other  # dropout does act in training
+
+
+def test_sdpa_models_draw_attention_dropout_from_the_fast_generator() -> None:
+    model = tiny_model("bert", cut=False)
+    use_cpu_dropout(model)
+    assert model.config._attn_implementation == CPU_DROPOUT_ATTENTION
+
+
+def test_activation_checkpointing_recomputes_the_same_masks() -> None:
+    # The recomputed forward must draw the masks of the first one, else the gradients are
+    # those of no network at all.
+    model = tiny_model("bert", cut=False)
+    use_cpu_dropout(model)
+    model.train()
+    batch = padded(rows())
+    loss, grads = loss_and_gradients(model, batch, seed=5)
+    enable_gradient_checkpointing(model)
+    checkpointed_loss, checkpointed_grads = loss_and_gradients(model, batch, seed=5)
+    torch.testing.assert_close(checkpointed_loss, loss)
+    for name, gradient in grads.items():
+        torch.testing.assert_close(checkpointed_grads[name], gradient, msg=name)
+
+
+def classifier(path: Path, **options: object) -> SequenceClassifier:
+    model = SequenceClassifier(str(path), label_names=LABEL_NAMES, **options)  # type: ignore[arg-type]
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    return model
+
+
+def dropout_types(model: SequenceClassifier) -> set[type]:
+    return {type(module) for module in model.modules() if isinstance(module, Dropout)}
+
+
+def test_a_cpu_fit_switches_by_default_and_the_flag_turns_it_off(tiny_bert: Path) -> None:
+    model = classifier(tiny_bert)
+    model.setup("validate")
+    assert dropout_types(model) == {Dropout}  # nothing trains: nothing to switch
+    model.setup("fit")
+    assert dropout_types(model) == {CPUDropout}
+    kept = classifier(tiny_bert, fast_cpu_dropout=False)
+    kept.setup("fit")
+    assert dropout_types(kept) == {Dropout}
+    assert kept.model.config._attn_implementation == "sdpa"
