@@ -33,6 +33,7 @@ SCRIPTS = {
 # Programs that never run here (no Google credentials, no Docker engine): a command with one
 # must be marked '# needs ...', and is only parsed.
 ELSEWHERE = {"gcloud", "docker", "tensorboard"}
+THROUGHPUT = [".venv/bin/python", "benchmarks/run.py", "throughput"]
 PARSE_ONLY = re.compile(r"# (needs |your files)")
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 
@@ -130,12 +131,12 @@ def test_every_documented_command_runs(workspace: Path) -> None:
                 main(args)
             elif program in ELSEWHERE:
                 assert parse_only, f"{doc}: mark {shlex.join(argv)} '# needs ...'"
-            elif argv[:3] == [".venv/bin/python", "benchmarks/run.py", "throughput"]:
+            elif argv[:3] == THROUGHPUT and not parse_only:
                 load_benchmarks().main(argv[2:])
             elif argv[1:2] == ["benchmarks/run.py"]:
-                # compare and glue train for minutes on real data, xla-buckets needs torch_xla:
-                # their options are checked here, and their smoke tests (the XLA lane's for
-                # xla-buckets) run them.
+                # compare, glue and throughput on a user's files train for minutes on real
+                # data, xla-buckets needs torch_xla: their options are checked here, and their
+                # smoke tests (the XLA lane's for xla-buckets) run them.
                 assert parse_only, f"{doc}: mark {shlex.join(argv)} '# your files'"
                 assert argv[0] in (".venv/bin/python", ".venv-xla/bin/python"), argv
                 load_benchmarks().parse_args(argv[2:])
