@@ -11,6 +11,7 @@ from test_packed_forward import LABEL_NAMES, SERVED, padded, rows, tiny_model
 from torch.nn import Dropout
 from transformers import PreTrainedModel
 
+from seqcls.mlm.model import MaskedLanguageModel
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.cpu_dropout import (
     CPU_DROPOUT_ATTENTION,
@@ -140,7 +141,7 @@ def classifier(path: Path, **options: object) -> SequenceClassifier:
     return model
 
 
-def dropout_types(model: SequenceClassifier) -> set[type]:
+def dropout_types(model: torch.nn.Module) -> set[type]:
     return {type(module) for module in model.modules() if isinstance(module, Dropout)}
 
 
@@ -154,3 +155,14 @@ def test_a_cpu_fit_switches_by_default_and_the_flag_turns_it_off(tiny_bert: Path
     kept.setup("fit")
     assert dropout_types(kept) == {Dropout}
     assert kept.model.config._attn_implementation == "sdpa"
+
+
+def test_masked_lm_adaptation_switches_on_a_cpu_fit_too(tiny_bert: Path) -> None:
+    model = MaskedLanguageModel(str(tiny_bert))
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.setup("fit")
+    assert dropout_types(model) == {CPUDropout}
+    kept = MaskedLanguageModel(str(tiny_bert), fast_cpu_dropout=False)
+    kept.trainer = model.trainer
+    kept.setup("fit")
+    assert dropout_types(kept) == {Dropout}

@@ -6,7 +6,8 @@ import pytorch_lightning as pl
 import torch
 from transformers import AutoModelForMaskedLM
 
-from seqcls.hardware import is_xla
+from seqcls.hardware import is_xla, on_cpu
+from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.metrics import WeightedMean
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
@@ -31,6 +32,7 @@ class MaskedLanguageModel(pl.LightningModule):
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.06,
         gradient_checkpointing: bool = False,
+        fast_cpu_dropout: bool = True,
     ) -> None:
         """A pretrained encoder with its masked-LM head (a fresh head where the model has none).
 
@@ -44,6 +46,9 @@ class MaskedLanguageModel(pl.LightningModule):
                 from 0; afterwards it decays linearly to 0.
             gradient_checkpointing: Recompute activations in the backward pass instead of
                 keeping them: about a third slower, much less memory.
+            fast_cpu_dropout: Training on CPU, draw dropout masks from numpy's SFC64
+                generator seeded by torch's, as ``seqcls fit`` does (``cpu_dropout.py``).
+                False: torch's dropout. No effect on other devices.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -58,6 +63,8 @@ class MaskedLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
+        elif stage == "fit" and self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
+            use_cpu_dropout(self.model)
 
     def forward(self, batch: Batch) -> Any:
         return self.model(**batch)
