@@ -74,12 +74,32 @@ def test_attention_with_dropout_is_sdpa_when_nothing_drops(mask_kind: str) -> No
         "bool": allowed,
         "additive": torch.zeros(3, 1, 7, 7).masked_fill(~allowed, float("-inf")),
     }[mask_kind]
+    states = [tensor.requires_grad_() for tensor in (query, key, value)]
     expected = torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=mask, scale=0.3
     ).transpose(1, 2)
+    expected_grads = torch.autograd.grad(expected.square().sum(), states)
     # A share of 1e-12 rounds to a threshold that keeps every element, scaled by ~1.
     got = attention_with_dropout(query, key, value, mask, 1e-12, scaling=0.3)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    for grad, expected_grad in zip(
+        torch.autograd.grad(got.square().sum(), states), expected_grads, strict=True
+    ):
+        torch.testing.assert_close(grad, expected_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_attention_drops_a_share_p_of_the_probabilities_and_scales_the_rest() -> None:
+    torch.manual_seed(0)
+    length = 64
+    # Equal scores: every probability is 1 / length; an identity value reads them out.
+    query = key = torch.zeros(8, 4, length, 16)
+    value = torch.eye(length).expand(8, 4, length, length)
+    probabilities = attention_with_dropout(query, key, value, None, 0.2)
+    kept = probabilities != 0
+    assert abs(1 - kept.float().mean().item() - 0.2) < 0.0055  # 131,072 draws: 5 deviations
+    torch.testing.assert_close(
+        probabilities[kept], torch.full_like(probabilities[kept], 1 / length / 0.8)
+    )
 
 
 def loss_and_gradients(
