@@ -140,6 +140,14 @@ def test_sdpa_models_draw_attention_dropout_from_the_fast_generator() -> None:
     assert model.config._attn_implementation == CPU_DROPOUT_ATTENTION
 
 
+def test_a_saved_switched_model_loads_without_seqcls(tmp_path: Path) -> None:
+    # The exported model must load with transformers alone, which knows no seqcls attention.
+    model = tiny_model("bert", cut=False)
+    use_cpu_dropout(model)
+    model.save_pretrained(tmp_path)
+    assert "seqcls" not in (tmp_path / "config.json").read_text()
+
+
 def test_activation_checkpointing_recomputes_the_same_masks() -> None:
     # The recomputed forward must draw the masks of the first one, else the gradients are
     # those of no network at all.

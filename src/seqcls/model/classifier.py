@@ -187,7 +187,7 @@ class SequenceClassifier(pl.LightningModule):
             self.model.compile(dynamic=True)
             # The compiled graph would not see which tokens a packed batch's head reads.
             self.packed_forward.route = None
-        # A compiled model draws its masks inside its compiled graph.
+        # numpy's generator would break a compiled graph: compiled, torch's dropout stays.
         fast_dropout = self.hparams["fast_cpu_dropout"] and not self.hparams["compile"]
         if on_cuda(self.trainer):
             self.packed_forward.use_varlen(self.trainer.strategy.root_device)
