@@ -26,6 +26,17 @@ class SigtermAt(Callback):
             signal.raise_signal(signal.SIGTERM)
 
 
+class CrashAt(Callback):
+    """Raise an error before optimizer step ``step``, as a crash would; nothing is saved then."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"crashed before step {self.step}")
+
+
 class StepRecorder(Callback):
     """Before each step: the batch's row indices, the learning rate and the optimizer state.
 

@@ -219,6 +219,7 @@ def test_a_resume_with_a_fresh_optimizer_and_schedule_falls_outside_the_toleranc
     assert 0 < state["global_step"] < EPOCHS * STEPS_PER_EPOCH
     state["optimizer_states"][0]["state"] = {}  # AdamW's moments and step counts, gone
     state["lr_schedulers"][0].update(last_epoch=0, _step_count=1)  # the schedule from the start
+    last.unlink()  # a new file: a stop at a validation may share it with the best checkpoint
     torch.save(state, last)
 
     again = seqcls(args)
@@ -259,8 +260,12 @@ def test_a_truncated_newest_checkpoint_is_skipped_for_the_previous_one(
     previous = checkpoints / "best-epoch1-step8.ckpt"
     assert previous.is_file()
     last = checkpoints / "last.ckpt"
-    os.truncate(last, last.stat().st_size // 2)  # as a disk that filled up mid-write
-    last.touch()
+    assert last.samefile(previous)  # one file for one state (checkpoint_reuse)
+    # Torn as a copy that stopped half-way: a new file, so the best one stays whole. (seqcls
+    # itself writes every checkpoint under another name and renames it, so it never tears one.)
+    torn = last.read_bytes()[: last.stat().st_size // 2]
+    last.unlink()
+    last.write_bytes(torn)
 
     with caplog.at_level(logging.INFO, logger="seqcls"):
         main(fit_args(tmp_path, tiny_bert, *best, "--trainer.max_epochs", "3"))

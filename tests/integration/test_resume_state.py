@@ -140,3 +140,31 @@ def test_a_resume_that_restores_only_the_weights_and_step_ends_elsewhere(
     assert (
         max((after[name] - tensor).abs().max().item() for name, tensor in reference.items()) > 1e-4
     )
+
+
+def test_a_run_resumed_from_a_shared_last_and_best_file_ends_exactly(
+    uninterrupted: Path, tiny_bert: Path, tmp_path: Path
+) -> None:
+    """After the first epoch's validation the best checkpoint and ``last.ckpt`` hold one state,
+    so they are one file. A crash at the start of the second epoch leaves that file to resume."""
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="crashed before step"):
+        fit(run, tiny_bert, {"class_path": "resume_probe.CrashAt", "init_args": {"step": 4}})
+    last = run / "checkpoints/last.ckpt"
+    (best,) = run.glob("checkpoints/best-*.ckpt")
+    assert last.samefile(best)
+    assert torch.load(last, weights_only=True)["global_step"] == STEPS_PER_EPOCH
+    fit(run, tiny_bert)
+    reference, after = weights(uninterrupted), weights(run)
+    for name, tensor in reference.items():
+        assert torch.equal(after[name], tensor), name
+    assert (
+        steps(run)[STEPS_PER_EPOCH]["moments"] == steps(uninterrupted)[STEPS_PER_EPOCH]["moments"]
+    )
+
+
+def test_last_checkpoint_is_its_own_file_when_the_best_is_older(uninterrupted: Path) -> None:
+    last = uninterrupted / "checkpoints/last.ckpt"
+    (best,) = uninterrupted.glob("checkpoints/best-*.ckpt")
+    best_step = torch.load(best, weights_only=True)["global_step"]
+    assert last.samefile(best) == (best_step == STEPS_PER_EPOCH * EPOCHS)

@@ -102,6 +102,13 @@ def upload_file(local: Path, url: str) -> None:
     fs.put_file(str(local), fs_path)
 
 
+def copy_within(source: str, target: str) -> None:
+    """Copy ``source`` to ``target`` on the same store: in a GCS bucket a server-side copy,
+    which creates the new object whole, with nothing downloaded or uploaded."""
+    fs, source_path = _fs(source)
+    fs.copy(source_path, _fs(target)[1])
+
+
 def upload_dir(local: Path, url: str, *, skip: dict[str, tuple[int, int]] | None = None) -> int:
     """Copy every file under ``local`` to the same relative path under ``url``.
 

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from seqcls.cloud.storage import is_remote, upload_file
 from seqcls.errors import ConfigurationError
+from seqcls.run.checkpoint_reuse import StateStamp, reuse_checkpoint, state_stamp
 
 log = logging.getLogger(__name__)
 LAST = "last"
@@ -33,7 +34,17 @@ class BestCheckpoint(ModelCheckpoint):
     each comparison is a graph, and the first one comes at the second validation, long after
     warm-up; on the host it is a float comparison. The scores are read back at the end of a
     validation anyway (the logger, ``metrics.json``), so the copies cost no extra sync.
+
+    It also notes the training state each file was written for, so that ``last.ckpt``, saved
+    next at the same moment, reuses the file (``checkpoint_reuse``).
     """
+
+    written: tuple[str, StateStamp] | None = None  # the latest file, and its training state
+
+    def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
+        super()._save_checkpoint(trainer, filepath)
+        stamp = state_stamp(trainer)
+        self.written = None if stamp is None else (filepath, stamp)
 
     def _monitor_candidates(self, trainer: pl.Trainer) -> dict[str, Tensor]:
         candidates = super()._monitor_candidates(trainer)
@@ -136,8 +147,23 @@ class LastCheckpoint(ModelCheckpoint):
             super().on_exception(trainer, pl_module, exception)
 
     def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
-        super()._save_checkpoint(trainer, filepath)
+        io = trainer.strategy.checkpoint_io
+        if isinstance(io, AtomicCheckpointIO):
+            io.reuse = self._file_of_the_same_state(trainer)
+        try:
+            super()._save_checkpoint(trainer, filepath)
+        finally:
+            if isinstance(io, AtomicCheckpointIO):
+                io.reuse = None
         self._timer.saved_at = self._clock()
+
+    def _file_of_the_same_state(self, trainer: pl.Trainer) -> str | None:
+        """The best checkpoint, if it was just written, whole, for the state saved now."""
+        best = best_checkpoint(trainer)
+        if not isinstance(best, BestCheckpoint) or best.written is None or best.save_weights_only:
+            return None
+        path, stamp = best.written
+        return path if stamp == state_stamp(trainer) else None
 
     def save_now(self, trainer: pl.Trainer) -> None:
         """Overwrite ``last.ckpt`` with the current state."""
@@ -182,6 +208,9 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     this from global rank 0 only; removing a remote file is left to global rank 0 too, where
     XLA would otherwise have each host's first process delete the same object.
 
+    ``reuse``, when set, is a file already written for the same state: it becomes the
+    checkpoint instead (``checkpoint_reuse``).
+
     ``keep`` is the checkpoint the run resumed from. Top-k pruning would delete it once a
     better one is saved; it stays, so a crash before the next save can still resume from it.
     """
@@ -189,11 +218,14 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     def __init__(self, keep: str | None = None) -> None:
         super().__init__()
         self.keep = keep
+        self.reuse: str | None = None  # set by LastCheckpoint: a file of the same state
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None
     ) -> None:
         target = str(path)
+        if self.reuse is not None and reuse_checkpoint(self.reuse, target):
+            return
         if is_remote(target):
             with tempfile.TemporaryDirectory(prefix="seqcls-ckpt-") as folder:
                 local = Path(folder) / posixpath.basename(target)
