@@ -63,7 +63,9 @@ def reuse_checkpoint(source: str, target: str) -> bool:
 
 
 def _state_tensors(trainer: pl.Trainer) -> Iterator[torch.Tensor]:
-    yield from trainer.lightning_module.state_dict(keep_vars=True).values()
+    # The module's own tensors, not its state_dict, which a sharded strategy would gather.
+    yield from trainer.lightning_module.parameters()
+    yield from trainer.lightning_module.buffers()
     for optimizer in trainer.optimizers:
         for state in optimizer.state.values():
             yield from (value for value in state.values() if isinstance(value, torch.Tensor))
