@@ -7,7 +7,9 @@ of at most L tokens), ``packbest`` (packed, the row length the cost model picks)
 (per batch, packed or split by the cost model: what ``--data.packing auto`` does). The same
 random batches of 32 run forward and backward in every layout, interleaved batch by batch so
 that a busy machine slows every layout alike; the median step time is printed per layout.
-Threads: ``THREADS`` (default 2).
+Threads: ``THREADS`` (default 2). Dropout draws its masks as a seqcls fit on a CPU does
+(``model/cpu_dropout.py``); ``TORCH_DROPOUT=1`` keeps torch's, as the cost model was first
+measured.
 """
 
 import collections
@@ -24,6 +26,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.data.packing import PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
+from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
 
@@ -48,6 +51,8 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
     batches = [features[i : i + 32] for i in range(0, len(features), 32)]
     model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).train()
     compute_last_layer_for_first_token(model)
+    if os.environ.get("TORCH_DROPOUT") != "1":
+        use_cpu_dropout(model)
     packed_forward = PackedForward(model)
     pad = tokenizer.pad_token_id or 0
     chosen: dict[str, list[Any]] = collections.defaultdict(list)

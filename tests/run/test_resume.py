@@ -15,7 +15,7 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.hardware import Hardware
-from seqcls.run.checkpoints import AtomicCheckpointIO
+from seqcls.run.checkpoint_io import AtomicCheckpointIO
 from seqcls.run.config_checks import check_trainer, one_line
 from seqcls.run.redact import REDACTED, redact, redact_config
 from seqcls.run.resume import StartPoint, check_continues, start_point

@@ -32,7 +32,8 @@ from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
-from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, with_atomic_io
+from seqcls.run.checkpoint_io import with_atomic_io
+from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_batch_size,
