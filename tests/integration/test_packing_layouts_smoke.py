@@ -1,0 +1,50 @@
+"""benchmarks/packing_layouts.py runs every layout on the same batches, single texts and pairs."""
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORDS = ["my order", "arrived late again", "please cancel my plan today", "the parcel"]
+
+
+def load_layouts():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(
+        "packing_layouts", REPO / "benchmarks/packing_layouts.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_tsv(path: Path, kind: str, rows: int) -> str:
+    lines = ["sentence\tlabel"] if kind == "single" else ["Quality\t#1 ID\t#2 ID\t#1\t#2"]
+    for i in range(rows):
+        text, other = WORDS[i % 4] * (1 + i % 3), WORDS[(i + 1) % 4]
+        lines.append(
+            f"{text}\t{i % 2}" if kind == "single" else f"{i % 2}\t{i}\t{i}\t{text}\t{other}"
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["single", "pair"])
+def test_every_layout_runs_on_the_same_batches(
+    kind: str, tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layouts = ["sub4", "pack64", "packbest", "auto"]
+    load_layouts().main(
+        str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
+    )
+    printed = capsys.readouterr().out
+    for layout in layouts:
+        assert re.search(rf"^{layout}: \d+ ms/step, \d+ examples/s", printed, re.MULTILINE)
+    # Both cost-model layouts report one choice per batch: 3 batches.
+    for layout in ("packbest", "auto"):
+        (choices,) = re.findall(rf"^{layout} chose: (.*)$", printed, re.MULTILINE)
+        assert sum(ast.literal_eval(choices).values()) == 3
