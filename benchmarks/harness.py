@@ -19,6 +19,7 @@ seqcls computes the last layer for the first token only, that layer's weights af
 attention are counted once per row: the FLOPs the model needs, not those it skips.
 """
 
+import itertools
 import json
 import os
 import platform
@@ -34,7 +35,9 @@ from typing import Any
 
 import torch
 
+from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import first_token_only_weights
+from seqcls.model.segment_attention import ATTENTION_GROUPS
 
 
 class StepClock:
@@ -113,12 +116,16 @@ class StepClock:
 
     def _count(self, module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> None:
         mask = kwargs.get("attention_mask")
-        if not module.training or mask is None or self._started is None:
+        if not module.training or self._started is None:
             return
         # Read after the clock started: a GPU waits here, but the step is not yet computed
         # either way, so counting costs one small host sync per batch on both sides.
         per_token, attention = 6 * self.linear_weights, self.attention_factor
         per_row = 6 * self.per_row_weights
+        if mask is None:
+            if "position_ids" in kwargs:  # packed, attention by segments: no mask at all
+                self._count_by_segments(kwargs, per_token, attention, per_row)
+            return
         if mask.dim() == 4:  # packed: several examples per row, a block-diagonal mask
             self._count_packed(kwargs, mask, per_token, attention, per_row)
             return
@@ -153,6 +160,26 @@ class StepClock:
         self._pending[4] += float(
             rows * (per_token * padded + attention * padded**2) + per_row * examples
         )
+
+    def _count_by_segments(
+        self, kwargs: dict[str, Any], per_token: int, attention: int, per_row: int
+    ) -> None:
+        """A packed batch whose attention follows its segments (``segment_attention.py``):
+        each segment's positions count up from the model's first one, and attention computes
+        each group of length-sorted segments padded to the group's longest."""
+        real = kwargs["input_ids"] != self.pad_token_id
+        positions = kwargs["position_ids"][real]
+        starts = (positions == positions.min()).nonzero().flatten().tolist()
+        lengths = [end - start for start, end in itertools.pairwise([*starts, len(positions)])]
+        rows, padded = real.shape
+        groups = split_by_length(lengths, ATTENTION_GROUPS)
+        squares = sum(len(group) * max(lengths[i] for i in group) ** 2 for group in groups)
+        self._pending[0] += len(lengths)
+        self._pending[1] += len(positions)
+        self._pending[2] += rows * padded
+        useful = per_token * len(positions) + attention * sum(n * n for n in lengths)
+        self._pending[3] += useful + per_row * len(lengths)
+        self._pending[4] += per_token * rows * padded + attention * squares + per_row * len(lengths)
 
     def _synchronize(self) -> None:
         # CUDA kernels run asynchronously: without waiting, the clock would stop too early.

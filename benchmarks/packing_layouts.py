@@ -2,9 +2,12 @@
 
     python benchmarks/packing_layouts.py MODEL GLUE_TSV {single,pair} LAYOUTS [STEPS]
 
-LAYOUTS is a comma list of ``subN`` (today's N length-sorted pieces), ``packL`` (packed rows
-of at most L tokens), ``packbest`` (packed, the row length the cost model picks) and ``auto``
-(per batch, packed or split by the cost model: what ``--data.packing auto`` does). The same
+LAYOUTS is a comma list of ``subN`` (N length-sorted pieces), ``packL`` (packed rows of at
+most L tokens, block mask), ``packbest`` (packed, the row length the cost model picks),
+``costmodel`` (per batch, packed or split by the cost model: what ``--data.packing auto``
+does for a model whose attention cannot follow the segments) and ``onerow`` (the whole batch
+in one model row, attention by segments: what ``--data.packing auto`` does on a CPU for
+BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``model/segment_attention.py``). The same
 random batches of 32 run forward and backward in every layout, interleaved batch by batch so
 that a busy machine slows every layout alike; the median step time is printed per layout.
 Threads: ``THREADS`` (default 2). Dropout draws its masks as a seqcls fit on a CPU does
@@ -24,7 +27,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from seqcls.data.packing import PackOrSplit, best_row_length, pack
+from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
@@ -54,6 +57,8 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
     if os.environ.get("TORCH_DROPOUT") != "1":
         use_cpu_dropout(model)
     packed_forward = PackedForward(model)
+    by_segments = PackedForward(model)
+    by_segments.use_segments()
     pad = tokenizer.pad_token_id or 0
     chosen: dict[str, list[Any]] = collections.defaultdict(list)
 
@@ -73,10 +78,12 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
             for piece in split_by_length(lengths, int(layout[3:])):
                 loss = model(**padded([rows[i] for i in piece])).loss
                 (loss * len(piece) / len(rows)).backward()
-        elif layout in ("auto", "packbest"):
+        elif layout == "onerow":
+            by_segments(PackInOneRow(pad)(rows)).loss.backward()
+        elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
             split = PackOrSplit(None, 4, pad, always=False)
-            if layout == "auto" and split.split_cost(lengths) <= cost:
+            if layout == "costmodel" and split.split_cost(lengths) <= cost:
                 chosen[layout].append("split")
                 step("sub4", rows)
                 return

@@ -5,6 +5,7 @@ Given to the real CLI as ``--trainer.callbacks`` (this folder is on ``sys.path``
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,17 @@ class SigtermAt(Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step == self.step:
             signal.raise_signal(signal.SIGTERM)
+
+
+class PacedSteps(Callback):
+    """Sleep ``seconds`` after each training step, so that a signal sent from outside after a
+    fixed delay lands between steps however fast the machine computes them."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        time.sleep(self.seconds)
 
 
 class CrashAt(Callback):

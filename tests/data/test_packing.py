@@ -15,6 +15,7 @@ from seqcls.data.packing import (
     SEGMENT_IDS,
     SEGMENT_ROWS,
     SEGMENT_STARTS,
+    PackInOneRow,
     PackOrSplit,
     best_row_length,
     is_packed,
@@ -22,6 +23,7 @@ from seqcls.data.packing import (
     pack_lengths,
     packed_layout,
     padded_cost,
+    segment_lengths,
     unpack,
 )
 from seqcls.data.sub_batches import pieces_of
@@ -136,6 +138,42 @@ def test_on_a_gpu_auto_packs_evaluation_batches_only_where_attention_follows_seg
     cpu = fake_trainer(CPUAccelerator)
     assert resolve_packing("auto", padding="longest", trainer=cpu, kernel=kernel) == "per_batch"
     assert resolve_packing(True, padding="longest", trainer=trainer, training=training) == "always"
+
+
+@pytest.mark.parametrize("packing", ["auto", True])
+def test_a_cpu_packs_every_batch_in_one_row_where_the_model_attends_by_segments(
+    packing: Any,
+) -> None:
+    cpu, gpu = fake_trainer(CPUAccelerator), fake_trainer(CUDAAccelerator)
+    assert resolve_packing(packing, padding="longest", trainer=cpu, one_row=True) == "one_row"
+    # Never on other devices, never when not asked for, never with fixed padding.
+    assert resolve_packing(packing, padding="longest", trainer=gpu, one_row=True) != "one_row"
+    assert resolve_packing(False, padding="longest", trainer=cpu, one_row=True) == "off"
+    assert resolve_packing("auto", padding="buckets", trainer=cpu, one_row=True) == "off"
+
+
+def test_one_row_holds_every_token_of_the_batch_and_no_padding() -> None:
+    lengths = [5, 17, 3, 9, 9]
+    batch = PackInOneRow(PAD)(features(lengths))
+    assert batch["input_ids"].shape == (1, sum(lengths))
+    assert bool((batch[SEGMENT_IDS] > 0).all())
+    assert segment_lengths(batch) == lengths
+    assert torch.equal(
+        unpack(batch, PAD)["input_ids"], unpack(pack(features(lengths), 20, PAD), PAD)["input_ids"]
+    )
+
+
+def test_a_cpu_fit_packs_in_one_row_once_the_model_says_it_attends_by_segments(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    data = sample_data(tiny_bert, tmp_path)
+    data.trainer.lightning_module = SimpleNamespace(packs_in_one_row=True)
+    for loader in (data.train_dataloader(), data.val_dataloader()[0]):
+        batch = next(iter(loader))
+        assert is_packed(batch)
+        assert batch["input_ids"].shape[0] == 1
+    data.trainer.lightning_module = SimpleNamespace(packs_in_one_row=False)
+    assert isinstance(data.collate(training=True), PackOrSplit)
 
 
 def test_packing_true_with_fixed_padding_is_a_one_line_error() -> None:

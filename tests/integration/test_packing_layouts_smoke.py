@@ -37,7 +37,7 @@ def write_tsv(path: Path, kind: str, rows: int) -> str:
 def test_every_layout_runs_on_the_same_batches(
     kind: str, tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layouts = ["sub4", "pack64", "packbest", "auto"]
+    layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow"]
     load_layouts().main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )
@@ -45,6 +45,6 @@ def test_every_layout_runs_on_the_same_batches(
     for layout in layouts:
         assert re.search(rf"^{layout}: \d+ ms/step, \d+ examples/s", printed, re.MULTILINE)
     # Both cost-model layouts report one choice per batch: 3 batches.
-    for layout in ("packbest", "auto"):
+    for layout in ("packbest", "costmodel"):
         (choices,) = re.findall(rf"^{layout} chose: (.*)$", printed, re.MULTILINE)
         assert sum(ast.literal_eval(choices).values()) == 3

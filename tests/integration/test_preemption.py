@@ -35,6 +35,10 @@ RESUME_TOLERANCE = {"val/loss": 1e-6, "val/accuracy": 0.0}
 # One thread, in this process and the ones it starts: the same arithmetic everywhere, and a
 # tiny model trains in seconds instead of minutes on a CPU that other work shares.
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+# A run signalled from outside: 0.1 s a step keeps its 20 steps going for at least 2 s, so a
+# signal 0.3 s into training lands a few steps in, however fast the steps are computed
+# (sleeping between steps changes nothing they compute).
+PACED = {"class_path": "resume_probe.PacedSteps", "init_args": {"seconds": 0.1}}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -74,8 +78,11 @@ def seqcls(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """``seqcls ARGS`` in a new process, its steps paced (``PACED``), to be signalled."""
+    paced = [*args, "--trainer.callbacks", json.dumps([PACED])]
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), ENV.get("PYTHONPATH", "")])}
     with log.open("wb") as sink:
-        return subprocess.Popen(command(args), stdout=sink, stderr=subprocess.STDOUT, env=ENV)
+        return subprocess.Popen(command(paced), stdout=sink, stderr=subprocess.STDOUT, env=env)
 
 
 def wait_for(condition, process: subprocess.Popen[bytes]) -> None:  # type: ignore[no-untyped-def]

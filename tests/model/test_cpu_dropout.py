@@ -182,7 +182,10 @@ def test_a_cpu_fit_switches_by_default_and_the_flag_turns_it_off(tiny_bert: Path
     kept = classifier(tiny_bert, fast_cpu_dropout=False)
     kept.setup("fit")
     assert dropout_types(kept) == {Dropout}
-    assert kept.model.config._attn_implementation == "sdpa"
+    assert CPU_DROPOUT_ATTENTION not in kept.model.config._attn_implementation
+    # Validated after fitting, as a fit does: the fast attention dropout stays.
+    model.setup("validate")
+    assert model.model.config._attn_implementation.endswith(CPU_DROPOUT_ATTENTION)
 
 
 def test_masked_lm_adaptation_switches_on_a_cpu_fit_too(tiny_bert: Path) -> None:

@@ -116,6 +116,7 @@ class ClassificationBatches(TextDataModule):
                 trainer=self.trainer,
                 training=training,
                 kernel=self._module_flag("packs_with_kernel"),
+                one_row=self._module_flag("packs_in_one_row"),
             ),
         )
         # Training rows are single windows; evaluation rows are documents of several.

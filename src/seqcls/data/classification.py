@@ -135,20 +135,22 @@ class TextClassificationDataModule(ClassificationBatches):
                 sorted by length, each padded to its own longest row: the same rows and the
                 same mean loss as one pass, with far less padding (docs/benchmarks.md). By
                 default 4 on CPU with ``padding: longest`` (training batches: without
-                ``group_by_length``), else 1.
+                ``group_by_length``), else 1. Used where batches are not packed.
             packing: Lay several rows of a batch end to end in one row of the model's input,
                 each attending only to itself, positions restarting per row: the same rows,
                 logits and mean loss, far less padding (docs/packing.md). ``auto``: on CPU
                 with ``padding: longest``, each batch (training, validation, prediction) is
-                packed or split into ``sub_batches``, whichever a measured cost model says is
-                faster; on XLA (TPU) with ``padding: max_length``, batches are packed
-                densely into fixed shapes (training: about ``batch_size`` random rows each),
-                so nothing recompiles (docs/packing.md); on a CUDA GPU, evaluation batches
+                one model row with no padding where the model's attention can follow the
+                segments (BERT, RoBERTa, XLM-R, ELECTRA, ...), else packed or split into
+                ``sub_batches``, whichever a measured cost model says is faster; on XLA
+                (TPU) with ``padding: max_length``, batches are packed densely into fixed
+                shapes (training: about ``batch_size`` random rows each), so nothing
+                recompiles (docs/packing.md); on a CUDA GPU, evaluation batches
                 (validation, test, prediction) where attention follows the segments (the
                 variable-length kernel, half precision), training batches padded; off
-                elsewhere. ``true``: every
-                batch packed. ``false``: never. A model that cannot take packed rows runs
-                them unpacked, with the same results (on XLA: padded to ``max_length``).
+                elsewhere. ``true``: every batch packed. ``false``: never. A model that
+                cannot take packed rows runs them unpacked, with the same results (on XLA:
+                padded to ``max_length``).
             batch_size: Examples per training batch on each device.
             eval_batch_size: Examples per evaluation or prediction batch; default ``batch_size``.
             train_fraction: Train on this seeded random share of the training rows.

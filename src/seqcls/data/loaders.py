@@ -3,11 +3,12 @@
 Training rows come in an order fixed by the seed and the epoch (``order.py``), so a resumed
 run sees the batches an uninterrupted one would. On CPU and GPU each batch is padded to its
 longest input; training batches may group inputs of similar length (``length_grouping.py``),
-and on a CPU each batch runs as a few length-sorted pieces (``sub_batches.py``) or, where
-a measured cost model says it is cheaper, packed several rows to a model row
-(``packing.py``). On XLA (TPU) every new shape compiles a new graph, so batches are padded
-to ``max_length`` and the last incomplete training batch is dropped; or, with ``buckets``,
-to the shortest of a few fixed lengths that fits, one graph per length.
+and on a CPU each batch is packed into one model row where the model attends by segments,
+else runs as a few length-sorted pieces (``sub_batches.py``) or, where a measured cost model
+says it is cheaper, packed several rows to a model row (``packing.py``). On XLA (TPU) every
+new shape compiles a new graph, so batches are padded to ``max_length`` and the last
+incomplete training batch is dropped; or, with ``buckets``, to the shortest of a few fixed
+lengths that fits, one graph per length.
 Under DDP, evaluation and prediction shard the rows without repeating any, so each example is
 scored exactly once whatever the world size.
 """
@@ -24,13 +25,13 @@ from transformers import DataCollatorWithPadding, PreTrainedTokenizerBase
 
 from seqcls.data.length_grouping import LengthGroupedSampler, token_lengths
 from seqcls.data.order import EpochOrder
-from seqcls.data.packing import PackOrSplit
+from seqcls.data.packing import PackInOneRow, PackOrSplit
 from seqcls.data.sub_batches import SubBatches
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 
 Padding = Literal["longest", "max_length", "buckets"]
-Packing = Literal["off", "per_batch", "always", "dense"]
+Packing = Literal["off", "per_batch", "always", "one_row", "dense"]
 Collate = Callable[[list[dict[str, Any]]], Any]
 
 
@@ -91,24 +92,28 @@ def resolve_packing(
     trainer: pl.Trainer | None,
     training: bool = False,
     kernel: bool = False,
+    one_row: bool = False,
 ) -> Packing:
     """``auto``, measured where it wins (docs/benchmarks.md): on a CPU with ``padding:
-    longest``, per batch by the cost model; on XLA with ``padding: max_length``, ``dense``:
-    batches packed into fixed shapes (``dense_packing.py``); on a CUDA GPU, evaluation batches
-    only, and only where attention follows the segments (``kernel``: the variable-length
-    kernel in half precision); elsewhere off. ``true`` packs every batch."""
+    longest``, every batch in one model row where the model attends by segments (``one_row``:
+    ``segment_attention.py``), else per batch by the cost model; on XLA with ``padding:
+    max_length``, ``dense``: batches packed into fixed shapes (``dense_packing.py``); on a
+    CUDA GPU, evaluation batches only, and only where attention follows the segments
+    (``kernel``: the variable-length kernel in half precision); elsewhere off. ``true`` packs
+    every batch (in one row where the model attends by segments)."""
     if is_xla(trainer):
         return "dense" if packing is not False and padding == "max_length" else "off"
+    cpu_one_row = one_row and on_cpu(trainer)
     if packing is True:
         if padding != "longest":
             raise ConfigurationError(
                 f"--data.packing true needs --data.padding longest (it is {padding}): packed "
                 "rows have lengths of their own; or set --data.packing false"
             )
-        return "always"
+        return "one_row" if cpu_one_row else "always"
     if packing == "auto" and padding == "longest":
         if on_cpu(trainer):
-            return "per_batch"
+            return "one_row" if cpu_one_row else "per_batch"
         # Training batches of 32 ran faster padded on an H200; evaluation ones packed.
         if on_cuda(trainer) and kernel and not training:
             return "always"
@@ -147,6 +152,8 @@ def collator(
     if packing == "off":
         return split
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    if packing == "one_row":
+        return PackInOneRow(pad_token_id)
     # Packed rows are rounded up as padded ones are: on GPUs, SDPA's memory-efficient kernel
     # wants a mask whose rows are a multiple of 8 long, and copies any other into one.
     return PackOrSplit(

@@ -148,14 +148,21 @@ def lay_out(
     return batch
 
 
+def segment_lengths(batch: Mapping[str, torch.Tensor]) -> list[int]:
+    """The length of each row of a packed batch (of each segment, in row order)."""
+    segment_ids = batch[SEGMENT_IDS]
+    model_rows, width = segment_ids.shape
+    # Segment ids number the segments of each model row 1, 2, ...: count each (row, id).
+    keys = torch.arange(model_rows, device=segment_ids.device)[:, None] * (width + 1)
+    counts = torch.bincount((keys + segment_ids).flatten(), minlength=model_rows * (width + 1))
+    rows, starts = batch[SEGMENT_ROWS], batch[SEGMENT_STARTS]
+    return counts[rows * (width + 1) + segment_ids[rows, starts]].tolist()
+
+
 def unpack(batch: Mapping[str, torch.Tensor], pad_token_id: int) -> Batch:
     """The packed batch as an ordinary one: a row per segment, padded to the longest."""
-    segment_ids = batch[SEGMENT_IDS]
     rows, starts = batch[SEGMENT_ROWS], batch[SEGMENT_STARTS]
-    lengths = [
-        int((segment_ids[row] == segment_ids[row, start]).sum())
-        for row, start in zip(rows.tolist(), starts.tolist(), strict=True)
-    ]
+    lengths = segment_lengths(batch)
     longest = max(lengths)
     columns = [key for key in _TOKEN_COLUMNS if key in batch]
     out = {key: torch.zeros((len(lengths), longest), dtype=torch.long) for key in columns}
@@ -198,6 +205,17 @@ def best_row_length(lengths: Sequence[int]) -> tuple[int, float]:
     costs = {length: padded_cost(*packed_layout(lengths, length)) for length in options}
     best = min(costs, key=lambda length: costs[length])
     return best, costs[best]
+
+
+class PackInOneRow:
+    """A collate function: each batch packed into one model row, for a model whose attention
+    follows the segments (``model/segment_attention.py``): no padding at all."""
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict[str, Any]]) -> Batch:
+        return pack(features, sum(len(f["input_ids"]) for f in features), self.pad_token_id)
 
 
 class PackOrSplit:

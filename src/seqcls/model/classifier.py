@@ -191,8 +191,12 @@ class SequenceClassifier(pl.LightningModule):
         fast_dropout = self.hparams["fast_cpu_dropout"] and not self.hparams["compile"]
         if on_cuda(self.trainer):
             self.packed_forward.use_varlen(self.trainer.strategy.root_device)
-        elif stage == "fit" and fast_dropout and on_cpu(self.trainer):
-            use_cpu_dropout(self.model)
+        elif on_cpu(self.trainer):
+            # Segment attention wraps the attention it finds: unwrapped while dropout switches.
+            self.packed_forward.stop_segments()
+            if stage == "fit" and fast_dropout:
+                use_cpu_dropout(self.model)
+            self.packed_forward.use_segments()
 
     @property
     def takes_packed_batches(self) -> bool:
@@ -205,6 +209,12 @@ class SequenceClassifier(pl.LightningModule):
         a CUDA device with the kernel, in half precision, where the kernel applies."""
         precision = str(self.trainer.precision) if self._trainer is not None else ""
         return self.packed_forward.varlen and precision.startswith(("bf16", "16"))
+
+    @property
+    def packs_in_one_row(self) -> bool:
+        """Whether a packed batch can be one model row: on a CPU, where attention follows
+        the segments (``segment_attention.py``)."""
+        return self.packed_forward.segments
 
     def forward(self, batch: Batch) -> Any:
         if is_packed(batch):

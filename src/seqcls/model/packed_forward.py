@@ -38,10 +38,17 @@ from seqcls.data.packing import (
     SEGMENT_STARTS,
     has_empty_slots,
     pack,
+    segment_lengths,
     unpack,
 )
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import cuts_last_layer, first_tokens_at
+from seqcls.model.segment_attention import (
+    attending_by,
+    plan_segments,
+    switch_back,
+    switch_to_segments,
+)
 from seqcls.model.varlen_attention import kernel_works, segments_in, switch_to_varlen
 
 MaskRoute = Literal["mask", "encoder"]
@@ -63,6 +70,7 @@ class PackedForward:
         self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
         self.position_offset = _first_position_id(model)
         self.varlen = False
+        self.segments = False
         self.route: MaskRoute | None = self._serving_route()
 
     def use_varlen(self, device: torch.device) -> bool:
@@ -77,6 +85,22 @@ class PackedForward:
                 "validation, test and prediction"
             )
         return self.varlen
+
+    def use_segments(self) -> bool:
+        """On a CPU, attention of a model served by the mask follows the segments
+        (``segment_attention.py``), after a check that packed rows still give each row's
+        own logits that way; then every packed batch can be one model row."""
+        if self.route == "mask" and not self.varlen and switch_to_segments(self.model):
+            self.segments = True
+            if not self._matches_separate_forwards("mask"):
+                self.stop_segments()
+        if self.segments:
+            rank_zero_info("Packed batches: one model row each, attention follows the segments")
+        return self.segments
+
+    def stop_segments(self) -> None:
+        switch_back(self.model)
+        self.segments = False
 
     @property
     def served(self) -> bool:
@@ -98,9 +122,14 @@ class PackedForward:
         }
         if "token_type_ids" in batch:
             inputs["token_type_ids"] = batch["token_type_ids"]
+        first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
+        if route == "mask" and self.segments:
+            shape = (segments.shape[0], segments.shape[1])
+            plan = plan_segments(*first, segment_lengths(batch), shape)
+            with first_tokens_at(*first), attending_by(plan):
+                return self.model(**inputs)
         # Padding is a segment of its own: a query that sees no key at all would give NaN.
         block = segments[:, :, None] == segments[:, None, :]
-        first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
         with first_tokens_at(*first):
             if route == "mask":
                 bounds = batch.get(SEGMENT_BOUNDS) if self.varlen else None

@@ -1,0 +1,158 @@
+"""Attention that follows the segments on a CPU: a packed batch in one model row, no square.
+
+A packed batch's block-diagonal mask keeps segments apart, but SDPA with a mask computes the
+whole square of each model row. So on a CPU packed rows had to stay short (32 to 128 tokens),
+leaving padding at their ends, and sentence pairs mostly stayed in padded sub-batches.
+
+Here attention takes the segments instead. For each layer, every segment's queries, keys and
+values are gathered from the flattened tokens into a few groups of segments of similar
+length (``ATTENTION_GROUPS``), each group padded to its own longest segment; each group is
+attended with a mask of its real keys by the model's own attention function (SDPA, or the
+fast-dropout one of ``cpu_dropout.py`` while training), and the outputs go back in place.
+Attention then costs what the length-sorted sub-batches' attention costs, and the linear
+layers, most of the work, run on the batch's real tokens only: the whole batch is one model
+row, with no padding at all.
+
+The model is switched to an attention function of transformers' ``AttentionInterface``
+registered here around the one it had. While a packed batch runs (``attending_by``), it
+attends by segments; at any other time it is the model's own function, unchanged.
+"""
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import Module
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from seqcls.data.sub_batches import split_by_length
+from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
+
+# 2 and 4 groups were level on SST-2 sentences and on MRPC pairs, 1 group (every segment
+# padded to the batch's longest) 7 to 14% slower a training step (docs/benchmarks.md).
+ATTENTION_GROUPS = 4
+_PREFIX = "seqcls_segments_"
+# The attention functions wrapped: transformers' SDPA and seqcls's fast-dropout one.
+_WRAPPED = ("sdpa", CPU_DROPOUT_ATTENTION)
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """Where each segment's tokens go, for one packed batch.
+
+    ``gather``: for each slot of the groups laid end to end (group by group, segment by
+    segment, position by position), the flattened token it reads (a padding slot reads its
+    segment's first token; the mask keeps it from being attended). ``groups``: (segments,
+    longest segment, key mask of shape segments x 1 x 1 x longest). ``scatter``: for each
+    flattened token, the slot holding its output (padding tokens read slot 0).
+    """
+
+    gather: Tensor
+    groups: tuple[tuple[int, int, Tensor], ...]
+    scatter: Tensor
+
+
+_PLAN: ContextVar[SegmentPlan | None] = ContextVar("seqcls_segment_plan", default=None)
+
+
+def plan_segments(
+    rows: Tensor,
+    starts: Tensor,
+    lengths: Sequence[int],
+    shape: tuple[int, int],
+    groups: int = ATTENTION_GROUPS,
+) -> SegmentPlan:
+    """The plan of a packed batch of ``shape`` (model rows x row length) whose segment ``i``
+    starts at (``rows[i]``, ``starts[i]``) and is ``lengths[i]`` tokens long."""
+    device, width = rows.device, shape[1]
+    first = rows * width + starts
+    count = torch.as_tensor(lengths, device=device)
+    gathers, masks, slots, plan_groups = [], [], [], []
+    offset = 0
+    for piece in split_by_length(lengths, groups):
+        longest = max(lengths[segment] for segment in piece)
+        members = torch.as_tensor(piece, device=device)
+        position = torch.arange(longest, device=device)
+        keep = position < count[members, None]
+        tokens = first[members, None] + position * keep
+        gathers.append(tokens.flatten())
+        masks.append(keep.flatten())
+        slots.append(offset + torch.arange(len(piece) * longest, device=device))
+        plan_groups.append((len(piece), longest, keep[:, None, None, :]))
+        offset += len(piece) * longest
+    gather, real = torch.cat(gathers), torch.cat(masks)
+    scatter = torch.zeros(shape[0] * width, dtype=torch.long, device=device)
+    scatter[gather[real]] = torch.cat(slots)[real]
+    return SegmentPlan(gather, tuple(plan_groups), scatter)
+
+
+@contextmanager
+def attending_by(plan: SegmentPlan) -> Iterator[None]:
+    """While in this block, attention of a switched model follows ``plan``'s segments."""
+    token = _PLAN.set(plan)
+    try:
+        yield
+    finally:
+        _PLAN.reset(token)
+
+
+def _segment_attention(
+    module: Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    *,
+    inner: Callable[..., tuple[Tensor, Any]],
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """transformers' attention signature: (batch, heads, length, head size) in, (batch,
+    length, heads, head size) out."""
+    plan = _PLAN.get()
+    if plan is None:
+        return inner(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    rows, heads, length, size = query.shape
+    gathered = [
+        states.transpose(1, 2).reshape(rows * length, heads, size).index_select(0, plan.gather)
+        for states in (query, key, value)
+    ]
+    outputs, at = [], 0
+    for segments, longest, keep in plan.groups:
+        slots = slice(at, at + segments * longest)
+        group = [
+            states[slots].view(segments, longest, heads, size).transpose(1, 2)
+            for states in gathered
+        ]
+        attended, _ = inner(module, *group, keep, dropout, scaling, **kwargs)
+        outputs.append(attended.reshape(segments * longest, heads, size))
+        at += segments * longest
+    out = torch.cat(outputs).index_select(0, plan.scatter)
+    return out.view(rows, length, heads, size), None
+
+
+def switch_to_segments(model: PreTrainedModel) -> bool:
+    """Wrap the attention of a model on SDPA (or seqcls's fast-dropout SDPA) so that packed
+    batches attend by segments; whether the model's attention is now the wrapped one."""
+    current = model.config._attn_implementation
+    if current not in _WRAPPED or not getattr(model, "_supports_attention_backend", False):
+        return False
+    name = _PREFIX + current
+    inner = AttentionInterface._global_mapping[current]
+    AttentionInterface.register(name, partial(_segment_attention, inner=inner))
+    AttentionMaskInterface.register(name, sdpa_mask)
+    model.set_attn_implementation(name)
+    return model.config._attn_implementation == name
+
+
+def switch_back(model: PreTrainedModel) -> None:
+    current = model.config._attn_implementation
+    if current.startswith(_PREFIX):
+        model.set_attn_implementation(current.removeprefix(_PREFIX))

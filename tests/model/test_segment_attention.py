@@ -1,0 +1,154 @@
+"""Packed batches on a CPU: attention by segments, one model row per batch, exact."""
+
+from typing import Any
+
+import pytest
+import torch
+from test_packed_forward import (
+    TINY,
+    assert_same,
+    logits_loss_gradients,
+    padded,
+    rows,
+    tiny_model,
+)
+from transformers import PreTrainedModel
+
+from seqcls.data.packing import SEGMENT_ROWS, SEGMENT_STARTS, pack, segment_lengths
+from seqcls.model import segment_attention
+from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
+from seqcls.model.packed_forward import PackedForward
+from seqcls.model.segment_attention import plan_segments, switch_back
+
+MASK_SERVED = ["bert", "electra", "roberta", "xlm-roberta"]
+
+
+def one_row(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    return pack(features, sum(len(f["input_ids"]) for f in features), TINY["pad_token_id"])
+
+
+def switched(model_type: str) -> tuple[PreTrainedModel, PackedForward]:
+    model = tiny_model(model_type)
+    forward = PackedForward(model)
+    assert forward.use_segments()
+    assert model.config._attn_implementation == "seqcls_segments_sdpa"
+    return model, forward
+
+
+@pytest.mark.parametrize("model_type", MASK_SERVED)
+@pytest.mark.parametrize("layout", ["one row", "rows of 24"])
+def test_attention_by_segments_gives_the_logits_loss_and_gradients_of_the_padded_batch(
+    model_type: str, layout: str
+) -> None:
+    model, forward = switched(model_type)
+    features = rows(count=9, token_types=model_type in ("bert", "electra"))
+    batch = one_row(features) if layout == "one row" else pack(features, 24, 1)
+    packed = logits_loss_gradients(model, lambda: forward(batch))
+    switch_back(model)
+    unpacked = logits_loss_gradients(model, lambda: model(**padded(features)))
+    assert_same(packed, unpacked)
+
+
+def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, forward = switched("bert")
+    features = rows(count=9)
+    lengths = [len(f["input_ids"]) for f in features]
+    calls: list[tuple[int, ...]] = []
+    original = segment_attention._segment_attention
+
+    def spy(*args: Any, inner: Any, **kwargs: Any) -> Any:
+        def counted(module: Any, query: torch.Tensor, *rest: Any, **named: Any) -> Any:
+            calls.append(tuple(query.shape))
+            return inner(module, query, *rest, **named)
+
+        return original(*args, inner=counted, **kwargs)
+
+    monkeypatch.setattr(segment_attention, "_segment_attention", spy)
+    switch_back(model)
+    assert forward.use_segments()
+    calls.clear()  # the switch's own check
+    forward(one_row(features))
+    groups = len(plan_segments(*first_positions(one_row(features)), lengths, (1, 99)).groups)
+    assert 1 < groups <= segment_attention.ATTENTION_GROUPS
+    assert len(calls) == TINY["num_hidden_layers"] * groups
+    # Each group is its segments, padded to its own longest: never the row's whole square.
+    assert sum(shape[0] for shape in calls) == TINY["num_hidden_layers"] * len(features)
+    assert max(shape[2] for shape in calls) == max(lengths)
+
+
+def first_positions(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch[SEGMENT_ROWS], batch[SEGMENT_STARTS]
+
+
+def test_the_plan_puts_every_token_back_in_its_place() -> None:
+    features = rows(count=11)
+    for batch in (one_row(features), pack(features, 20, 1)):
+        lengths = segment_lengths(batch)
+        assert lengths == [len(f["input_ids"]) for f in features]
+        shape = (batch["input_ids"].shape[0], batch["input_ids"].shape[1])
+        plan = plan_segments(*first_positions(batch), lengths, shape)
+        tokens = torch.arange(shape[0] * shape[1])
+        gathered = tokens[plan.gather]
+        real = torch.cat([keep.flatten() for _, _, keep in plan.groups])
+        assert int(real.sum()) == sum(lengths)
+        # Round trip: each real token's slot holds that token.
+        placed = gathered[plan.scatter]
+        in_segment = (batch["segment_ids"] > 0).flatten()
+        assert torch.equal(placed[in_segment], tokens[in_segment])
+        # Groups hold segments of similar length: sorted, each padded to its own longest.
+        longest = [group_longest for _, group_longest, _ in plan.groups]
+        assert longest == sorted(longest)
+        assert longest[-1] == max(lengths)
+
+
+def test_training_with_attention_dropout_draws_it_per_group_from_the_fast_generator() -> None:
+    model = tiny_model("bert")
+    use_cpu_dropout(model)
+    forward = PackedForward(model)
+    assert forward.use_segments()
+    assert model.config._attn_implementation == "seqcls_segments_" + CPU_DROPOUT_ATTENTION
+    model.train()
+    batch = one_row(rows(count=9))
+    torch.manual_seed(3)
+    first = forward(batch).logits
+    torch.manual_seed(3)
+    again = forward(batch).logits
+    torch.manual_seed(4)
+    other = forward(batch).logits
+    torch.testing.assert_close(first, again)  # the seed governs the masks
+    assert not torch.allclose(first, other)
+    model.eval()
+    switch_back(model)
+    assert model.config._attn_implementation == CPU_DROPOUT_ATTENTION
+
+
+def test_unpacked_batches_of_a_switched_model_run_the_models_own_attention() -> None:
+    model, _ = switched("roberta")
+    features = rows(token_types=False)
+    logits = model(**padded(features)).logits
+    switch_back(model)
+    torch.testing.assert_close(logits, model(**padded(features)).logits)
+
+
+def test_models_outside_transformers_attention_functions_never_switch() -> None:
+    # DeBERTa computes its own attention; a model that fails the check switches back.
+    deberta = PackedForward(tiny_model("deberta-v2"))
+    assert deberta.route == "encoder"
+    assert not deberta.use_segments()
+    uncut = PackedForward(tiny_model("bert", cut=False))
+    assert uncut.route is None
+    assert not uncut.use_segments()
+
+
+def test_a_model_whose_packed_logits_differ_switches_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tiny_model("bert")
+    forward = PackedForward(model)
+    monkeypatch.setattr(PackedForward, "_matches_separate_forwards", lambda self, route: False)
+    assert not forward.use_segments()
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_a_saved_switched_model_loads_anywhere(tmp_path: Any) -> None:
+    model, _ = switched("bert")
+    model.save_pretrained(tmp_path)
+    assert "seqcls_segments" not in (tmp_path / "config.json").read_text()
