@@ -7,7 +7,9 @@ most L tokens, block mask), ``packbest`` (packed, the row length the cost model 
 ``costmodel`` (per batch, packed or split by the cost model: what ``--data.packing auto``
 does for a model whose attention cannot follow the segments) and ``onerow`` (the whole batch
 in one model row, attention by segments: what ``--data.packing auto`` does on a CPU for
-BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``model/segment_attention.py``). The same
+BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``model/segment_attention.py``), or
+``onerowN``, the same with N groups of segments for attention instead of ``ATTENTION_GROUPS``
+(4). The same
 random batches of 32 run forward and backward in every layout, interleaved batch by batch so
 that a busy machine slows every layout alike; the median step time is printed per layout.
 Threads: ``THREADS`` (default 2). Dropout draws its masks as a seqcls fit on a CPU does
@@ -17,11 +19,13 @@ measured.
 
 import collections
 import csv
+import functools
 import os
 import random
 import statistics
 import sys
 import time
+import unittest.mock
 from typing import Any
 
 import torch
@@ -29,9 +33,12 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
+from seqcls.model import packed_forward as packed_forward_module
+from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
+from seqcls.model.segment_attention import ATTENTION_GROUPS
 
 
 def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -> None:
@@ -78,8 +85,11 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
             for piece in split_by_length(lengths, int(layout[3:])):
                 loss = model(**padded([rows[i] for i in piece])).loss
                 (loss * len(piece) / len(rows)).backward()
-        elif layout == "onerow":
-            by_segments(PackInOneRow(pad)(rows)).loss.backward()
+        elif layout.startswith("onerow"):
+            groups = int(layout[6:] or ATTENTION_GROUPS)
+            plan = functools.partial(segment_attention.plan_segments, groups=groups)
+            with unittest.mock.patch.object(packed_forward_module, "plan_segments", plan):
+                by_segments(PackInOneRow(pad)(rows)).loss.backward()
         elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
             split = PackOrSplit(None, 4, pad, always=False)

@@ -1,5 +1,6 @@
 """Mistakes a user can fix end in one line naming the culprit, never a traceback."""
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,16 @@ def test_gpu_config_without_a_gpu(capsys, tiny_bert: Path, tmp_path: Path) -> No
     line = fit_error(capsys, tiny_bert, tmp_path, "--config", gpu)
     assert line.startswith("seqcls: error: --trainer.accelerator gpu: this machine has no CUDA GPU")
     assert "--config configs/trainer/cpu.yaml" in line
+
+
+def test_deepspeed_config_without_deepspeed(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    if importlib.util.find_spec("deepspeed") is not None:
+        pytest.skip("DeepSpeed is installed here (its lane, scripts/test.sh --deepspeed)")
+    deepspeed = str(REPO / "configs/trainer/deepspeed.yaml")
+    on_cpu = ("--trainer.accelerator", "cpu")  # past the GPU check, to the strategy's
+    line = fit_error(capsys, tiny_bert, tmp_path, "--config", deepspeed, *on_cpu)
+    assert line.startswith("seqcls: error: --trainer.strategy pytorch_lightning.strategies.")
+    assert "pip install 'seqcls[deepspeed]'" in line
 
 
 def test_tpu_config_without_a_tpu(capsys, tiny_bert: Path, tmp_path: Path) -> None:

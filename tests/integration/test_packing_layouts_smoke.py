@@ -37,7 +37,7 @@ def write_tsv(path: Path, kind: str, rows: int) -> str:
 def test_every_layout_runs_on_the_same_batches(
     kind: str, tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow"]
+    layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow", "onerow1"]
     load_layouts().main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )

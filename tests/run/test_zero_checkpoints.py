@@ -152,9 +152,23 @@ def test_a_deepspeed_folder_without_deepspeed_is_a_one_line_error(
     ["deepspeed_stage_2", Namespace(class_path="pytorch_lightning.strategies.DeepSpeedStrategy")],
     ids=["name", "class_path"],
 )
-def test_deepspeed_with_a_bucket_url_run_directory_is_a_one_line_error(strategy: object) -> None:
+def test_deepspeed_with_a_bucket_url_run_directory_is_a_one_line_error(
+    strategy: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installed = importlib.util.find_spec("torch")  # any spec: DeepSpeed counts as installed
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: installed)
     with pytest.raises(ConfigurationError, match=r"/gcs/BUCKET") as error:
         check_run_dir_for_strategy(strategy, "gs://bucket/runs/a")
     assert "\n" not in str(error.value)
     check_run_dir_for_strategy(strategy, "/gcs/bucket/runs/a")
     check_run_dir_for_strategy("ddp", "gs://bucket/runs/a")
+
+
+def test_deepspeed_not_installed_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Lightning's own message would come wrapped in a parser traceback, after loading nothing.
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    strategy = Namespace(class_path="pytorch_lightning.strategies.DeepSpeedStrategy")
+    with pytest.raises(ConfigurationError, match=r"pip install 'seqcls\[deepspeed\]'") as error:
+        check_run_dir_for_strategy(strategy, "runs/a")
+    assert "\n" not in str(error.value)
+    check_run_dir_for_strategy("ddp", "runs/a")

@@ -7,6 +7,7 @@ fails at once with what was found and what to use instead, rather than after loa
 """
 
 import difflib
+import importlib.util
 import re
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -111,9 +112,18 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
 
 
 def check_run_dir_for_strategy(strategy: Any, run_dir: str) -> None:
-    """DeepSpeed writes its checkpoint folders with plain file calls, from every process."""
+    """DeepSpeed must be installed (else Lightning's message comes as a parser traceback),
+    and writes its checkpoint folders with plain file calls, from every process."""
     name = strategy if isinstance(strategy, str) else getattr(strategy, "class_path", "")
-    if "deepspeed" in str(name).lower() and is_remote(run_dir):
+    if "deepspeed" not in str(name).lower():
+        return
+    if importlib.util.find_spec("deepspeed") is None:
+        raise ConfigurationError(
+            f"--trainer.strategy {name}: the deepspeed package is not installed here; "
+            "install it with pip install 'seqcls[deepspeed]' (bash scripts/setup.sh "
+            "deepspeed), or leave configs/trainer/deepspeed.yaml out"
+        )
+    if is_remote(run_dir):
         raise ConfigurationError(
             f"--trainer.default_root_dir {run_dir}: DeepSpeed cannot write its checkpoint "
             "folders to a bucket URL; give a local or mounted path (on Vertex AI "
