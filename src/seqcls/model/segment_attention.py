@@ -47,15 +47,19 @@ class SegmentPlan:
     """Where each segment's tokens go, for one packed batch.
 
     ``gather``: for each slot of the groups laid end to end (group by group, segment by
-    segment, position by position), the flattened token it reads (a padding slot reads its
-    segment's first token; the mask keeps it from being attended). ``groups``: (segments,
-    longest segment, key mask of shape segments x 1 x 1 x longest). ``scatter``: for each
-    flattened token, the slot holding its output (padding tokens read slot 0).
+    segment, position by position), the flattened token it reads; ``padding``: which slots
+    are past their segment's end (they read zeros, and the key mask keeps them from being
+    attended). ``scatter``: for each flattened token, the slot holding its output; ``loose``:
+    which tokens are in no segment (a model row's trailing padding; they get zeros), or None
+    where every token is in one. ``groups``: (segments, longest segment, key mask of shape
+    segments x 1 x 1 x longest).
     """
 
     gather: Tensor
-    groups: tuple[tuple[int, int, Tensor], ...]
+    padding: Tensor | None
     scatter: Tensor
+    loose: Tensor | None
+    groups: tuple[tuple[int, int, Tensor], ...]
 
 
 _PLAN: ContextVar[SegmentPlan | None] = ContextVar("seqcls_segment_plan", default=None)
@@ -89,7 +93,43 @@ def plan_segments(
     gather, real = torch.cat(gathers), torch.cat(masks)
     scatter = torch.zeros(shape[0] * width, dtype=torch.long, device=device)
     scatter[gather[real]] = torch.cat(slots)[real]
-    return SegmentPlan(gather, tuple(plan_groups), scatter)
+    placed = torch.zeros(shape[0] * width, dtype=torch.bool, device=device)
+    placed[gather[real]] = True
+    padding = None if bool(real.all()) else ~real
+    loose = None if bool(placed.all()) else ~placed
+    return SegmentPlan(gather, padding, scatter, loose, tuple(plan_groups))
+
+
+class _Rearranged(torch.autograd.Function):
+    """The rows of ``states`` that ``index`` picks, those flagged in ``empty`` zeroed.
+
+    No row is picked twice (but for the zeroed ones), so the gradient is picked back the same
+    way, by ``inverse``: two gathers. ``index_select``'s own backward would scatter-add into
+    a zero-filled tensor instead, which on a CPU cost more than the step's matrix products.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        states: Tensor,
+        index: Tensor,
+        empty: Tensor | None,
+        inverse: Tensor,
+        inverse_empty: Tensor | None,
+    ) -> Tensor:
+        ctx.inverse = (inverse, inverse_empty)
+        return _picked(states, index, empty)
+
+    @staticmethod
+    def backward(ctx: Any, gradient: Tensor) -> tuple[Tensor | None, ...]:
+        return _picked(gradient, *ctx.inverse), None, None, None, None
+
+
+def _picked(states: Tensor, index: Tensor, empty: Tensor | None) -> Tensor:
+    rows = states.index_select(0, index)
+    if empty is not None:
+        rows.masked_fill_(empty.view(-1, *[1] * (states.dim() - 1)), 0)
+    return rows
 
 
 @contextmanager
@@ -120,8 +160,9 @@ def _segment_attention(
     if plan is None:
         return inner(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     rows, heads, length, size = query.shape
+    to_slots = (plan.gather, plan.padding, plan.scatter, plan.loose)
     gathered = [
-        states.transpose(1, 2).reshape(rows * length, heads, size).index_select(0, plan.gather)
+        _Rearranged.apply(states.transpose(1, 2).reshape(rows * length, heads, size), *to_slots)
         for states in (query, key, value)
     ]
     outputs, at = [], 0
@@ -134,7 +175,8 @@ def _segment_attention(
         attended, _ = inner(module, *group, keep, dropout, scaling, **kwargs)
         outputs.append(attended.reshape(segments * longest, heads, size))
         at += segments * longest
-    out = torch.cat(outputs).index_select(0, plan.scatter)
+    to_tokens = (plan.scatter, plan.loose, plan.gather, plan.padding)
+    out = _Rearranged.apply(torch.cat(outputs), *to_tokens)
     return out.view(rows, length, heads, size), None
 
 
