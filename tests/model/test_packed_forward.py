@@ -50,6 +50,8 @@ EXTRA: dict[str, dict[str, Any]] = {
 LABEL_NAMES = ["account", "billing", "shipping", "technical"]
 SERVED = {"bert": "mask", "roberta": "mask", "xlm-roberta": "mask", "electra": "mask"}
 SERVED["deberta-v2"] = "encoder"
+# Served by the 4-D mask, so their attention can be switched (kernel on CUDA, segments on CPU).
+MASK_SERVED = sorted(name for name, route in SERVED.items() if route == "mask")
 
 
 def tiny_model(model_type: str, *, cut: bool = True) -> PreTrainedModel:

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 import torch
 from test_packed_forward import (
+    MASK_SERVED,
     TINY,
     assert_same,
     logits_loss_gradients,
@@ -19,8 +20,6 @@ from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.segment_attention import plan_segments, switch_back
-
-MASK_SERVED = ["bert", "electra", "roberta", "xlm-roberta"]
 
 
 def one_row(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:

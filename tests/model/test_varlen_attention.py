@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 from test_packed_forward import (
+    MASK_SERVED,
     TINY,
     assert_same,
     logits_loss_gradients,
@@ -26,8 +27,6 @@ from seqcls.data.packing import SEGMENT_BOUNDS, SEGMENT_IDS, pack, segment_bound
 from seqcls.model import packed_forward, varlen_attention
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.varlen_attention import VARLEN, switch_back
-
-MASK_SERVED = ["bert", "electra", "roberta", "xlm-roberta"]
 
 
 class ReferenceKernel:
