@@ -34,8 +34,8 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
 
-# 2 and 4 groups were level on SST-2 sentences and on MRPC pairs, 1 group (every segment
-# padded to the batch's longest) 7 to 14% slower a training step (docs/benchmarks.md).
+# 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
+# padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
 ATTENTION_GROUPS = 4
 _PREFIX = "seqcls_segments_"
 # The attention functions wrapped: transformers' SDPA and seqcls's fast-dropout one.
