@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import torch
 from pytorch_lightning.utilities import rank_zero_info
-from torch.nn import Embedding, Module
+from torch.nn import Module
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
@@ -43,6 +43,7 @@ from seqcls.data.packing import (
 )
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import cuts_last_layer, first_tokens_at
+from seqcls.model.pretrained import evaluating, first_position_id, recomputes_activations
 from seqcls.model.segment_attention import (
     attending_by,
     plan_segments,
@@ -68,7 +69,7 @@ class PackedForward:
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
         self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
-        self.position_offset = _first_position_id(model)
+        self.position_offset = first_position_id(model)
         self.varlen = False
         self.segments = False
         self.route: MaskRoute | None = self._serving_route()
@@ -168,7 +169,8 @@ class PackedForward:
 
     def _serving_route(self) -> MaskRoute | None:
         model = self.model
-        if not cuts_last_layer(model) or _recomputes_activations(model):
+        # Recomputed in the backward pass, the cut last layer would run outside the batch's block.
+        if not cuts_last_layer(model) or recomputes_activations(model):
             return None
         if "position_ids" not in inspect.signature(model.forward).parameters:
             return None
@@ -200,7 +202,7 @@ class PackedForward:
             key: value.to(device)
             for key, value in pack(features, _CHECK_ROW_LENGTH, self.pad_token_id).items()
         }
-        with _evaluating(self.model), torch.no_grad():
+        with evaluating(self.model), torch.no_grad():
             packed = self._packed(batch, route).logits
             alone = torch.cat(
                 [
@@ -215,14 +217,6 @@ class PackedForward:
             )
         scale = float(alone.abs().max()) + 1e-6
         return bool(packed.shape == alone.shape and (packed - alone).abs().max() <= 1e-4 * scale)
-
-
-def _recomputes_activations(model: PreTrainedModel) -> bool:
-    # The backward pass would recompute the cut last layer outside the packed batch's block.
-    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
-        if hasattr(type(model), name):
-            return bool(getattr(model, name))
-    return False
 
 
 def _encoder(model: PreTrainedModel) -> Module | None:
@@ -247,39 +241,3 @@ def _encoder_mask(model: PreTrainedModel, block: torch.Tensor) -> Iterator[None]
         yield
     finally:
         handle.remove()
-
-
-@contextmanager
-def _evaluating(model: Module) -> Iterator[None]:
-    """Eval mode (no dropout) inside the block; each submodule's own mode restored after."""
-    modes = [(module, module.training) for module in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
-
-
-def _first_position_id(model: PreTrainedModel) -> int:
-    """The position id the model gives the first token of an unpadded row (0 for BERT, 2
-    for RoBERTa's ``padding_idx`` 1), read from what its position embedding receives."""
-    embeddings = getattr(model.base_model, "embeddings", None)
-    table = getattr(embeddings, "position_embeddings", None)
-    if not isinstance(table, Embedding):
-        return 0
-    seen: list[int] = []
-
-    def record(module: Module, args: tuple[torch.Tensor, ...]) -> None:
-        seen.append(int(args[0].flatten()[0]))
-
-    handle = table.register_forward_pre_hook(record)
-    pad = int(getattr(model.config, "pad_token_id", None) or 0)
-    ids = torch.full((1, 3), pad + 1 if pad + 1 < model.config.vocab_size else 0)
-    device = next(model.parameters()).device
-    try:
-        with _evaluating(model), torch.no_grad():
-            model(input_ids=ids.to(device))
-    finally:
-        handle.remove()
-    return seen[0] if seen else 0

@@ -1,7 +1,12 @@
-"""Load a pretrained Hugging Face model for training: from the hub, a folder or ``gs://``."""
+"""Load a pretrained Hugging Face model for training (from the hub, a folder or ``gs://``), and
+what seqcls reads off one: whether it recomputes activations, where its positions start."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import torch
+from torch.nn import Embedding, Module
 from transformers import PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
@@ -36,3 +41,47 @@ def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
     enable = enable or model.gradient_checkpointing_enable
     # Non-reentrant checkpointing works under DDP and with frozen inputs.
     enable({"use_reentrant": False})
+
+
+def recomputes_activations(model: PreTrainedModel) -> bool:
+    """Whether ``model`` recomputes activations in the backward pass (checkpointing is on)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name):
+            return bool(getattr(model, name))
+    return False
+
+
+@contextmanager
+def evaluating(model: Module) -> Iterator[None]:
+    """Eval mode (no dropout) inside the block; each submodule's own mode restored after."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def first_position_id(model: PreTrainedModel) -> int:
+    """The position id the model gives the first token of an unpadded row (0 for BERT, 2
+    for RoBERTa's ``padding_idx`` 1), read from what its position embedding receives."""
+    embeddings = getattr(model.base_model, "embeddings", None)
+    table = getattr(embeddings, "position_embeddings", None)
+    if not isinstance(table, Embedding):
+        return 0
+    seen: list[int] = []
+
+    def record(module: Module, args: tuple[torch.Tensor, ...]) -> None:
+        seen.append(int(args[0].flatten()[0]))
+
+    handle = table.register_forward_pre_hook(record)
+    pad = int(getattr(model.config, "pad_token_id", None) or 0)
+    ids = torch.full((1, 3), pad + 1 if pad + 1 < model.config.vocab_size else 0)
+    device = next(model.parameters()).device
+    try:
+        with evaluating(model), torch.no_grad():
+            model(input_ids=ids.to(device))
+    finally:
+        handle.remove()
+    return seen[0] if seen else 0
