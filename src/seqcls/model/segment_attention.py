@@ -47,18 +47,16 @@ class SegmentPlan:
     """Where each segment's tokens go, for one packed batch.
 
     ``gather``: for each slot of the groups laid end to end (group by group, segment by
-    segment, position by position), the flattened token it reads; ``padding``: which slots
-    are past their segment's end (they read zeros, and the key mask keeps them from being
-    attended). ``scatter``: for each flattened token, the slot holding its output; ``loose``:
-    which tokens are in no segment (a model row's trailing padding; they get zeros), or None
-    where every token is in one. ``groups``: (segments, longest segment, key mask of shape
-    segments x 1 x 1 x longest).
+    segment, position by position), the flattened token it reads (a slot past its segment's
+    end reads the segment's first token: the key mask keeps it from being attended, and its
+    output is never read, so no gradient flows through it). ``scatter``: for each flattened
+    token, the slot holding its output (tokens in no segment, a model row's trailing padding,
+    read slot 0). ``groups``: (segments, longest segment, key mask of shape segments x 1 x 1 x
+    longest).
     """
 
     gather: Tensor
-    padding: Tensor | None
     scatter: Tensor
-    loose: Tensor | None
     groups: tuple[tuple[int, int, Tensor], ...]
 
 
@@ -93,43 +91,7 @@ def plan_segments(
     gather, real = torch.cat(gathers), torch.cat(masks)
     scatter = torch.zeros(shape[0] * width, dtype=torch.long, device=device)
     scatter[gather[real]] = torch.cat(slots)[real]
-    placed = torch.zeros(shape[0] * width, dtype=torch.bool, device=device)
-    placed[gather[real]] = True
-    padding = None if bool(real.all()) else ~real
-    loose = None if bool(placed.all()) else ~placed
-    return SegmentPlan(gather, padding, scatter, loose, tuple(plan_groups))
-
-
-class _Rearranged(torch.autograd.Function):
-    """The rows of ``states`` that ``index`` picks, those flagged in ``empty`` zeroed.
-
-    No row is picked twice (but for the zeroed ones), so the gradient is picked back the same
-    way, by ``inverse``: two gathers. ``index_select``'s own backward would scatter-add into
-    a zero-filled tensor instead, which on a CPU cost more than the step's matrix products.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        states: Tensor,
-        index: Tensor,
-        empty: Tensor | None,
-        inverse: Tensor,
-        inverse_empty: Tensor | None,
-    ) -> Tensor:
-        ctx.inverse = (inverse, inverse_empty)
-        return _picked(states, index, empty)
-
-    @staticmethod
-    def backward(ctx: Any, gradient: Tensor) -> tuple[Tensor | None, ...]:
-        return _picked(gradient, *ctx.inverse), None, None, None, None
-
-
-def _picked(states: Tensor, index: Tensor, empty: Tensor | None) -> Tensor:
-    rows = states.index_select(0, index)
-    if empty is not None:
-        rows.masked_fill_(empty.view(-1, *[1] * (states.dim() - 1)), 0)
-    return rows
+    return SegmentPlan(gather, scatter, tuple(plan_groups))
 
 
 @contextmanager
@@ -160,9 +122,8 @@ def _segment_attention(
     if plan is None:
         return inner(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     rows, heads, length, size = query.shape
-    to_slots = (plan.gather, plan.padding, plan.scatter, plan.loose)
     gathered = [
-        _Rearranged.apply(states.transpose(1, 2).reshape(rows * length, heads, size), *to_slots)
+        states.transpose(1, 2).reshape(rows * length, heads, size).index_select(0, plan.gather)
         for states in (query, key, value)
     ]
     outputs, at = [], 0
@@ -175,8 +136,7 @@ def _segment_attention(
         attended, _ = inner(module, *group, keep, dropout, scaling, **kwargs)
         outputs.append(attended.reshape(segments * longest, heads, size))
         at += segments * longest
-    to_tokens = (plan.scatter, plan.loose, plan.gather, plan.padding)
-    out = _Rearranged.apply(torch.cat(outputs), *to_tokens)
+    out = torch.cat(outputs).index_select(0, plan.scatter)
     return out.view(rows, length, heads, size), None
 
 
