@@ -17,7 +17,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreT
 
 import seqcls.run.export
 from seqcls.errors import ConfigurationError
-from seqcls.run.config_checks import check_run_dir_for_strategy
+from seqcls.run.config_checks import check_strategy
 from seqcls.run.export import export_model
 from seqcls.run.resume import StartPoint, start_point
 
@@ -158,10 +158,10 @@ def test_deepspeed_with_a_bucket_url_run_directory_is_a_one_line_error(
     installed = importlib.util.find_spec("torch")  # any spec: DeepSpeed counts as installed
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: installed)
     with pytest.raises(ConfigurationError, match=r"/gcs/BUCKET") as error:
-        check_run_dir_for_strategy(strategy, "gs://bucket/runs/a")
+        check_strategy(strategy, "gs://bucket/runs/a")
     assert "\n" not in str(error.value)
-    check_run_dir_for_strategy(strategy, "/gcs/bucket/runs/a")
-    check_run_dir_for_strategy("ddp", "gs://bucket/runs/a")
+    check_strategy(strategy, "/gcs/bucket/runs/a")
+    check_strategy("ddp", "gs://bucket/runs/a")
 
 
 def test_deepspeed_not_installed_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,6 +169,6 @@ def test_deepspeed_not_installed_is_a_one_line_error(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     strategy = Namespace(class_path="pytorch_lightning.strategies.DeepSpeedStrategy")
     with pytest.raises(ConfigurationError, match=r"pip install 'seqcls\[deepspeed\]'") as error:
-        check_run_dir_for_strategy(strategy, "runs/a")
+        check_strategy(strategy, "runs/a")
     assert "\n" not in str(error.value)
-    check_run_dir_for_strategy("ddp", "runs/a")
+    check_strategy("ddp", "runs/a")

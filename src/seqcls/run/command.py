@@ -38,7 +38,7 @@ from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_batch_size,
     check_max_length,
-    check_run_dir_for_strategy,
+    check_strategy,
     check_trainer,
 )
 from seqcls.run.export import ExportBestModel
@@ -133,7 +133,7 @@ class RunCLI(LightningCLI):
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         config.checkpoint.dirpath = self.layout.checkpoints
-        check_run_dir_for_strategy(config.trainer.get("strategy"), self.layout.root)
+        check_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.
         self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
         # fit without --ckpt_path continues the run directory's newest complete checkpoint.

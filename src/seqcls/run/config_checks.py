@@ -111,7 +111,7 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
         )
 
 
-def check_run_dir_for_strategy(strategy: Any, run_dir: str) -> None:
+def check_strategy(strategy: Any, run_dir: str) -> None:
     """DeepSpeed must be installed (else Lightning's message comes as a parser traceback),
     and writes its checkpoint folders with plain file calls, from every process."""
     name = strategy if isinstance(strategy, str) else getattr(strategy, "class_path", "")
