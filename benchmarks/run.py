@@ -14,6 +14,9 @@
         on one XLA device: packed, max_length-padded and bucketed batches, compiles included
     python benchmarks/run.py dense-plan --model MODEL --train FILE
         one epoch of XLA's fixed-shape packed training batches, planned and counted on the host
+    python benchmarks/run.py step-parts --model MODEL --train FILE
+        one CPU training step as a seqcls fit runs it, split by operator: matrix products and
+        their rate, the AdamW update, attention, other operators, and what is outside them
     python benchmarks/run.py gpu-packing --lengths LENGTHS.json
         on a CUDA GPU: packed batches through the variable-length kernel checked against
         unpacked ones, then training and evaluation steps timed per layout
@@ -43,6 +46,7 @@ SUBCOMMANDS = {
     "glue": "glue",
     "xla-buckets": "xla_buckets",
     "dense-plan": "dense_plan",
+    "step-parts": "step_parts",
     "gpu-packing": "gpu_packing",
 }
 

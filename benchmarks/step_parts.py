@@ -1,0 +1,194 @@
+"""``step-parts``: where a CPU training step's time goes, operator by operator.
+
+Trains ``--steps`` random batches of 32 texts from ``--train`` as a seqcls fit does on a CPU:
+one model row per batch with attention by segments, the last layer for the first token only,
+dropout masks from the fast generator, a fused AdamW update, freed memory kept for the next
+step. The first step warms up; the others are timed, and the last half of them also run under
+torch's profiler, whose per-operator times split a step into:
+
+- **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
+  count them, the rate they ran at, against the best rate of a square 2048 product;
+- **the AdamW update** (the fused kernel and its bookkeeping);
+- **attention** (``bmm``, softmax, masks, the gathers of the segments);
+- **other operators**, the largest named (activations, norms, dropout, copies, ...);
+- **outside operators**: Python, the modules' calls and autograd's own work, what is left of
+  the profiled steps' time once every operator's own time is taken out.
+
+The split is of the profiled steps (the profiler adds a little to each); ``step_ms`` is the
+median without it::
+
+    python benchmarks/run.py step-parts --model models/all-MiniLM-L6-v2 \\
+        --train GLUE_DIR/SST-2/train.tsv --text-column sentence
+"""
+
+import argparse
+import collections
+import csv
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from harness import (
+    StepClock,
+    command_line,
+    environment,
+    key_value_table,
+    matmul_peak_flops,
+    write_json,
+)
+from torch.profiler import ProfilerActivity, profile
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from seqcls.allocator import keep_freed_memory
+from seqcls.data.packing import PackInOneRow
+from seqcls.model.cpu_dropout import use_cpu_dropout
+from seqcls.model.first_token import compute_last_layer_for_first_token
+from seqcls.model.packed_forward import PackedForward
+
+BATCH = 32
+PRODUCTS = {"aten::mm", "aten::addmm"}
+ATTENTION = {
+    "aten::bmm",
+    "aten::_softmax",
+    "aten::_softmax_backward_data",
+    "aten::masked_fill_",
+    "aten::index_select",
+    "aten::scatter_add_",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+}
+UPDATE = "Optimizer.step#AdamW.step"  # the profiler's own annotation of optimizer.step()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="run.py step-parts",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--train", required=True, help="CSV or TSV file of texts")
+    p.add_argument("--text-column", default="text")
+    p.add_argument("--steps", type=int, default=24, help="batches of 32, the first a warm-up")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args(argv)
+    if args.steps < 4:
+        p.error("--steps must be at least 4: one warm-up, one timed, two profiled")
+    return args
+
+
+def batches_of(args: argparse.Namespace) -> list[dict[str, torch.Tensor]]:
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    with open(args.train, encoding="utf-8-sig", newline="") as stream:
+        tsv = args.train.endswith(".tsv")  # GLUE's TSVs quote nothing
+        rows = csv.DictReader(
+            stream,
+            delimiter="\t" if tsv else ",",
+            quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
+        )
+        texts = [row[args.text_column] for row in rows]
+    texts = random.Random(0).sample(texts, BATCH * args.steps)
+    encoded = tokenizer(texts, truncation=True, max_length=128)
+    features = [
+        {"input_ids": ids, "token_type_ids": types, "labels": i % 2}
+        for i, (ids, types) in enumerate(
+            zip(encoded["input_ids"], encoded["token_type_ids"], strict=True)
+        )
+    ]
+    collate = PackInOneRow(tokenizer.pad_token_id or 0)
+    return [collate(features[i : i + BATCH]) for i in range(0, len(features), BATCH)]
+
+
+def in_update(event: Any) -> bool:
+    parent = event.cpu_parent
+    while parent is not None and parent.name != UPDATE:
+        parent = parent.cpu_parent
+    return parent is not None
+
+
+def split_by_operator(events: Any, steps: int, wall: float) -> dict[str, float]:
+    """Seconds per step of each part of ``wall`` seconds a step, from the profiler's events:
+    each operator's own (self) time, and the update's whole time."""
+    own: collections.Counter[str] = collections.Counter()
+    update = 0.0
+    for event in events:
+        if event.name == UPDATE:
+            update += event.cpu_time_total
+        elif event.name.startswith("aten::") and not in_update(event):
+            own[event.name] += event.self_cpu_time_total
+    operators = sum(own.values())
+    parts = {
+        "products": sum(own.pop(name, 0.0) for name in PRODUCTS),
+        "update": update,
+        "attention": sum(own.pop(name, 0.0) for name in ATTENTION),
+        "other": sum(own.values()),
+    }
+    per_step = {name: microseconds / 1e6 / steps for name, microseconds in parts.items()}
+    per_step["outside"] = wall - (operators + update) / 1e6 / steps
+    largest = {name: us / 1e6 / steps for name, us in own.most_common(4) if us > 0}
+    return per_step | {f"other: {name}": seconds for name, seconds in largest.items()}
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    steps = args.steps
+    batches = batches_of(args)
+    model = AutoModelForSequenceClassification.from_pretrained(args.model, num_labels=2).train()
+    compute_last_layer_for_first_token(model)
+    use_cpu_dropout(model)
+    forward = PackedForward(model)
+    forward.use_segments()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+    clock = StepClock(warmup_steps=1)
+    clock.attach(model)
+
+    def train(step: int, batch: dict[str, torch.Tensor]) -> float:
+        clock.begin(step)
+        started = time.perf_counter()
+        forward(batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        clock.end()
+        return time.perf_counter() - started
+
+    profiled_from = max(1, steps // 2)
+    times = [train(step, batch) for step, batch in enumerate(batches[:profiled_from])]
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        started = time.perf_counter()
+        for step, batch in enumerate(batches[profiled_from:], start=profiled_from):
+            train(step, batch)
+        profiled = (time.perf_counter() - started) / (steps - profiled_from)
+    parts = split_by_operator(profiler.events(), steps - profiled_from, profiled)
+
+    counted = clock.results()
+    tokens = round(counted["real_tokens"] / counted["steps"])
+    flops = counted["useful_flops_per_s"] * counted["mean_step_time_s"]
+    largest = ", ".join(
+        f"{name.removeprefix('other: aten::')} {seconds * 1e3:.1f}"
+        for name, seconds in parts.items()
+        if name.startswith("other: ")
+    )
+    results = {
+        "step_ms": statistics.median(times[1:]) * 1e3,
+        "timed_steps": len(times) - 1,
+        "tokens_per_step": tokens,
+        "profiled_step_ms": profiled * 1e3,
+        "products_ms": parts["products"] * 1e3,
+        "products_gflop": flops / 1e9,
+        "products_gflop_per_s": flops / parts["products"] / 1e9,
+        "square_2048_gflop_per_s": matmul_peak_flops() / 1e9,
+        "update_ms": parts["update"] * 1e3,
+        "attention_ms": parts["attention"] * 1e3,
+        "other_ms": parts["other"] * 1e3,
+        "largest_other_ms": largest,
+        "outside_operators_ms": parts["outside"] * 1e3,
+    }
+    print(key_value_table(results))
+    report = results | environment() | {"command": command_line(argv)}
+    write_json(args.json, report)
+    return report

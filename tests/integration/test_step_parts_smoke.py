@@ -1,0 +1,91 @@
+"""``run.py step-parts`` splits a CPU training step into matrix products, the update, attention,
+other operators and what is outside them."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from benchmark_entry import load_run
+from torch.nn import Linear
+from transformers import AutoModel, AutoTokenizer
+
+WORDS = ["my order", "arrived late again", "please cancel my plan today", "the parcel"]
+
+
+def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
+    texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    report = tmp_path / "parts.json"
+
+    parts = load_run().main(
+        [
+            *("step-parts", "--model", str(tiny_bert), "--train", str(tsv)),
+            *("--text-column", "sentence", "--steps", "4", "--json", str(report)),
+        ]
+    )
+
+    assert report.is_file()
+    assert parts["timed_steps"] == 1  # 4 steps: one warm-up, one timed, two profiled
+    # Every batch holds 32 of these texts; the tokens are their mean count per batch.
+    lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(tiny_bert)(texts)["input_ids"]]
+    assert min(lengths) * 32 <= parts["tokens_per_step"] <= max(lengths) * 32
+    # Every token goes through the linear layers of every layer but the last, forward and
+    # backward (6 FLOPs a weight); all the linear layers and attention over 32 rows bound it.
+    model = AutoModel.from_pretrained(tiny_bert)
+    layers, tokens = model.config.num_hidden_layers, parts["tokens_per_step"]
+    per_layer = sum(
+        m.weight.numel() for m in model.encoder.layer[0].modules() if isinstance(m, Linear)
+    )
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, Linear))
+    attention = 12 * layers * model.config.hidden_size * max(lengths) * tokens
+    assert 6 * per_layer * (layers - 1) * tokens <= parts["products_gflop"] * 1e9 * 1.01
+    assert parts["products_gflop"] * 1e9 <= (6 * linear * tokens + attention) * 1.01
+    for name in ("products_ms", "update_ms", "attention_ms", "outside_operators_ms"):
+        assert 0 < parts[name] < parts["profiled_step_ms"], name
+    assert parts["other_ms"] < parts["profiled_step_ms"]
+    largest = [float(item.split()[1]) for item in parts["largest_other_ms"].split(", ")]
+    assert len(largest) == 4
+    assert sorted(largest, reverse=True) == largest
+    assert largest[0] <= parts["other_ms"]
+
+
+@dataclass
+class Event:
+    name: str
+    self_cpu_time_total: float  # microseconds, as the profiler's events
+    cpu_parent: "Event | None" = None
+    cpu_time_total: float = 0.0
+
+
+def test_the_update_counts_once_and_other_operators_by_name() -> None:
+    load_run()  # puts benchmarks/ on sys.path
+    import step_parts
+
+    update = Event(step_parts.UPDATE, 0.0, cpu_time_total=100.0)
+    linear = Event("aten::linear", 0.0)
+    events = [
+        update,
+        Event("aten::_fused_adamw_", 80.0, cpu_parent=update),
+        Event("aten::add_", 5.0, cpu_parent=Event("aten::_foreach_add_", 0.0, update)),
+        linear,
+        Event("aten::addmm", 250.0, cpu_parent=linear),
+        Event("aten::mm", 50.0),
+        Event("aten::bmm", 40.0),
+        Event("aten::_softmax", 10.0),
+        Event("aten::gelu", 20.0),
+        Event("aten::copy_", 10.0),
+        Event("aten::add_", 3.0),
+    ]
+    # Two steps of 0.5 ms: each is 0.05 ms of update, 0.1915 ms of operators, and the rest.
+    parts = step_parts.split_by_operator(events, 2, 0.5e-3)
+
+    assert parts["products"] == pytest.approx(150e-6)
+    assert parts["update"] == pytest.approx(50e-6)
+    assert parts["attention"] == pytest.approx(25e-6)
+    assert parts["other"] == pytest.approx(16.5e-6)  # the update's own add_ is not here
+    assert parts["outside"] == pytest.approx(0.5e-3 - 191.5e-6 - 50e-6)
+    largest = {name: seconds for name, seconds in parts.items() if name.startswith("other: ")}
+    assert largest == pytest.approx(
+        {"other: aten::gelu": 10e-6, "other: aten::copy_": 5e-6, "other: aten::add_": 1.5e-6}
+    )
