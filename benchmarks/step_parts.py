@@ -9,7 +9,8 @@ torch's profiler, whose per-operator times split a step into:
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
   count them, the rate they ran at, against the best rate of a square 2048 product;
 - **the AdamW update** (the fused kernel and its bookkeeping);
-- **attention** (``bmm``, softmax, masks, the gathers of the segments);
+- **attention** (``bmm``, softmax, masks, the gathers of the segments; the embeddings'
+  lookups use the same gather and count here too);
 - **other operators**, the largest named (activations, norms, dropout, copies, ...);
 - **outside operators**: Python, the modules' calls and autograd's own work, what is left of
   the profiled steps' time once every operator's own time is taken out.
@@ -91,6 +92,11 @@ def batches_of(args: argparse.Namespace) -> list[dict[str, torch.Tensor]]:
             quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
         )
         texts = [row[args.text_column] for row in rows]
+    if len(texts) < BATCH * args.steps:
+        raise SystemExit(
+            f"run.py step-parts: --train has {len(texts)} rows, fewer than --steps "
+            f"{args.steps} batches of {BATCH} need; give fewer --steps or a larger file"
+        )
     texts = random.Random(0).sample(texts, BATCH * args.steps)
     encoded = tokenizer(texts, truncation=True, max_length=128)
     features = [

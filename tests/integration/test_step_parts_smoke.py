@@ -50,6 +50,14 @@ def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
     assert largest[0] <= parts["other_ms"]
 
 
+def test_a_file_too_small_for_the_steps_is_one_line(tiny_bert: Path, tmp_path: Path) -> None:
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("sentence\tlabel\n" + "the parcel\t0\n" * 100)
+    argv = ["step-parts", "--model", str(tiny_bert), "--train", str(tsv), "--steps", "4"]
+    with pytest.raises(SystemExit, match=r"--train has 100 rows, fewer than --steps 4 batches"):
+        load_run().main([*argv, "--text-column", "sentence"])
+
+
 @dataclass
 class Event:
     name: str
