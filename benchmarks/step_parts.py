@@ -150,7 +150,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     forward = PackedForward(model)
     forward.use_segments()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
-    clock = StepClock(warmup_steps=1)
+    profiled_from = max(1, steps // 2)
+    clock = StepClock(warmup_steps=profiled_from)  # counts the tokens and FLOPs profiled
     clock.attach(model)
 
     def train(step: int, batch: dict[str, torch.Tensor]) -> float:
@@ -162,7 +163,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         clock.end()
         return time.perf_counter() - started
 
-    profiled_from = max(1, steps // 2)
     times = [train(step, batch) for step, batch in enumerate(batches[:profiled_from])]
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         started = time.perf_counter()
