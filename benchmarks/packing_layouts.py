@@ -19,13 +19,11 @@ measured.
 
 import collections
 import csv
-import functools
 import os
 import random
 import statistics
 import sys
 import time
-import unittest.mock
 from typing import Any
 
 import torch
@@ -33,8 +31,6 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
-from seqcls.model import packed_forward as packed_forward_module
-from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
@@ -86,10 +82,8 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
                 loss = model(**padded([rows[i] for i in piece])).loss
                 (loss * len(piece) / len(rows)).backward()
         elif layout.startswith("onerow"):
-            groups = int(layout[6:] or ATTENTION_GROUPS)
-            plan = functools.partial(segment_attention.plan_segments, groups=groups)
-            with unittest.mock.patch.object(packed_forward_module, "plan_segments", plan):
-                by_segments(PackInOneRow(pad)(rows)).loss.backward()
+            by_segments.attention_groups = int(layout[6:] or ATTENTION_GROUPS)
+            by_segments(PackInOneRow(pad)(rows)).loss.backward()
         elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
             split = PackOrSplit(None, 4, pad, always=False)

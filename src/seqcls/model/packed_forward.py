@@ -45,6 +45,7 @@ from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import cuts_last_layer, first_tokens_at
 from seqcls.model.pretrained import evaluating, first_position_id, recomputes_activations
 from seqcls.model.segment_attention import (
+    ATTENTION_GROUPS,
     attending_by,
     plan_segments,
     switch_back,
@@ -72,6 +73,7 @@ class PackedForward:
         self.position_offset = first_position_id(model)
         self.varlen = False
         self.segments = False
+        self.attention_groups = ATTENTION_GROUPS  # length-sorted groups, with ``segments``
         self.route: MaskRoute | None = self._serving_route()
 
     def use_varlen(self, device: torch.device) -> bool:
@@ -126,7 +128,7 @@ class PackedForward:
         first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
         if route == "mask" and self.segments:
             shape = (segments.shape[0], segments.shape[1])
-            plan = plan_segments(*first, segment_lengths(batch), shape)
+            plan = plan_segments(*first, segment_lengths(batch), shape, self.attention_groups)
             with first_tokens_at(*first), attending_by(plan):
                 return self.model(**inputs)
         # Padding is a segment of its own: a query that sees no key at all would give NaN.
