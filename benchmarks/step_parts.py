@@ -171,9 +171,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         profiled = (time.perf_counter() - started) / (steps - profiled_from)
     parts = split_by_operator(profiler.events(), steps - profiled_from, profiled)
 
-    counted = clock.results()
-    tokens = round(counted["real_tokens"] / counted["steps"])
-    flops = counted["useful_flops_per_s"] * counted["mean_step_time_s"]
+    tokens = round(clock.real_tokens / clock.steps)
+    flops = clock.useful_flops / clock.steps
     largest = ", ".join(
         f"{name.removeprefix('other: aten::')} {seconds * 1e3:.1f}"
         for name, seconds in parts.items()
