@@ -8,6 +8,7 @@ from transformers import AutoModelForMaskedLM
 
 from seqcls.hardware import is_xla, on_cpu
 from seqcls.model.cpu_dropout import use_cpu_dropout
+from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.metrics import WeightedMean
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
@@ -33,6 +34,7 @@ class MaskedLanguageModel(pl.LightningModule):
         warmup_ratio: float = 0.06,
         gradient_checkpointing: bool = False,
         fast_cpu_dropout: bool = True,
+        cpu_matmul_precision: CpuMatmulPrecision = "auto",
     ) -> None:
         """A pretrained encoder with its masked-LM head (a fresh head where the model has none).
 
@@ -49,6 +51,9 @@ class MaskedLanguageModel(pl.LightningModule):
             fast_cpu_dropout: Training on CPU, draw dropout masks from numpy's SFC64
                 generator seeded by torch's, as ``seqcls fit`` does (``cpu_dropout.py``).
                 False: torch's dropout. No effect on other devices.
+            cpu_matmul_precision: torch's matmul precision while this run trains or scores
+                on a CPU in fp32, as for ``seqcls fit`` (``matmul_precision.py``): ``auto``
+                sends fp32 products to oneDNN where the CPU has bf16 dot products.
         """
         super().__init__()
         self.save_hyperparameters()
@@ -59,12 +64,17 @@ class MaskedLanguageModel(pl.LightningModule):
         )
         self.val_loss, self.val_perplexity = WeightedMean(), Perplexity()
         self.test_loss, self.test_perplexity = WeightedMean(), Perplexity()
+        self.matmul_precision = MatmulPrecision()
 
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
         elif stage == "fit" and self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
             use_cpu_dropout(self.model)
+        self.matmul_precision.apply_for(self.hparams["cpu_matmul_precision"], self.trainer)
+
+    def teardown(self, stage: str) -> None:
+        self.matmul_precision.restore()
 
     def forward(self, batch: Batch) -> Any:
         return self.model(**batch)

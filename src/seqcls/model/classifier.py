@@ -23,6 +23,7 @@ from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
+from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
@@ -63,6 +64,7 @@ class SequenceClassifier(pl.LightningModule):
         gradient_checkpointing: bool = False,
         compile: bool = False,
         fast_cpu_dropout: bool = True,
+        cpu_matmul_precision: CpuMatmulPrecision = "auto",
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
     ) -> None:
@@ -114,6 +116,12 @@ class SequenceClassifier(pl.LightningModule):
                 from numpy's SFC64 generator seeded by torch's: the same Bernoulli masks'
                 law, about half the cost of torch's own CPU dropout (``cpu_dropout.py``).
                 False: torch's dropout. No effect on other devices or when compiling.
+            cpu_matmul_precision: torch's matmul precision while this run trains or scores
+                on a CPU in fp32 (``32-true``). ``auto``: ``medium`` where the CPU has bf16
+                dot products (AVX512-BF16 or AMX), which sends fp32 products to oneDNN:
+                still fp32 without AMX, twice as fast on AMD EPYC; inputs rounded to bf16
+                with AMX. Elsewhere torch's own. ``highest``: MKL's fp32 products, as torch
+                does by default (see docs/hardware.md).
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with
                 about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
@@ -174,6 +182,7 @@ class SequenceClassifier(pl.LightningModule):
         # numbers of rows (Lightning's own mean of logged values is not).
         self.val_losses = ModuleList(WeightedMean() for _ in self.val_metrics)
         self.test_loss = WeightedMean()
+        self.matmul_precision = MatmulPrecision()
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.class_weights == "auto":
@@ -197,6 +206,11 @@ class SequenceClassifier(pl.LightningModule):
             if stage == "fit" and fast_dropout:
                 use_cpu_dropout(self.model)
             self.packed_forward.use_segments()
+        # After the packing check above, which compares logits at torch's default precision.
+        self.matmul_precision.apply_for(self.hparams["cpu_matmul_precision"], self.trainer)
+
+    def teardown(self, stage: str) -> None:
+        self.matmul_precision.restore()
 
     @property
     def takes_packed_batches(self) -> bool:

@@ -1,0 +1,77 @@
+"""Which kernels compute fp32 matrix products on a CPU: torch's matmul precision.
+
+At torch's default (``highest``) an fp32 product on a CPU runs in MKL's sgemm. At ``medium``,
+on a CPU with bf16 dot products (AVX512-BF16 or AMX-BF16), it runs in oneDNN instead, which
+may compute it in bf16. What that means depends on the CPU:
+
+- with AVX512-BF16 and no AMX (AMD EPYC Zen 4 and later, Intel Cooper Lake), oneDNN keeps the
+  product in fp32, with fp32's rounding error, and on the AMD EPYC measured here runs it at
+  about twice MKL's rate: MKL takes its AVX2 path on AMD CPUs, oneDNN its AVX-512 one
+  (docs/benchmarks.md);
+- with AMX (Intel Sapphire Rapids and later), oneDNN rounds the product's inputs to bf16 and
+  sums in fp32, as bf16 mixed precision does to products (and TF32 on a GPU).
+
+Either way the weights, the AdamW state and every other operator stay fp32. A run sets the
+precision when it starts on a CPU and puts the previous one back when it ends
+(``MatmulPrecision``): it is torch's setting for the whole process.
+"""
+
+from typing import Literal
+
+import pytorch_lightning as pl
+import torch
+
+from seqcls.hardware import on_cpu
+
+# "auto", or torch's own names (torch.set_float32_matmul_precision).
+CpuMatmulPrecision = Literal["auto", "highest", "high", "medium"]
+
+
+def cpu_has_bf16_products() -> bool:
+    """Whether this CPU computes bf16 dot products natively (AVX512-BF16 or AMX-BF16): only
+    there does torch send fp32 products to oneDNN at ``medium``."""
+    try:
+        capability = torch._C._cpu._get_cpu_capability()  # what torch's own dispatch reads
+    except (AttributeError, RuntimeError):
+        return False
+    return bool(capability.get("avx512_bf16") or capability.get("amx_bf16"))
+
+
+def torch_precision_for(
+    choice: CpuMatmulPrecision, *, on_cpu: bool, trainer_precision: str
+) -> str | None:
+    """torch's matmul precision for a run, or None to leave torch's setting alone: off a CPU,
+    and under mixed or half precision, whose products are bf16 or fp16 already."""
+    if not on_cpu or not trainer_precision.startswith("32"):
+        return None
+    if choice == "auto":
+        return "medium" if cpu_has_bf16_products() else None
+    return choice
+
+
+class MatmulPrecision:
+    """Sets torch's matmul precision for a run and restores the one before it."""
+
+    def __init__(self) -> None:
+        self.applied: str | None = None  # what this run set; None: it left torch's own
+        self._before: str | None = None
+
+    def apply_for(self, choice: CpuMatmulPrecision, trainer: pl.Trainer) -> None:
+        """What ``choice`` means for ``trainer`` (``torch_precision_for``), applied."""
+        if not on_cpu(trainer):
+            self.apply(None)
+            return
+        precision = str(trainer.precision)
+        self.apply(torch_precision_for(choice, on_cpu=True, trainer_precision=precision))
+
+    def apply(self, precision: str | None) -> None:
+        self.restore()
+        if precision is not None:
+            self._before = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision(precision)
+            self.applied = precision
+
+    def restore(self) -> None:
+        if self._before is not None:
+            torch.set_float32_matmul_precision(self._before)
+        self.applied = self._before = None

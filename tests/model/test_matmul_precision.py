@@ -1,0 +1,116 @@
+"""torch's matmul precision on a CPU: chosen per run, set while it runs, put back after."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from seqcls.classifier_cli import make_cli
+from seqcls.model import matmul_precision
+from seqcls.model.matmul_precision import (
+    MatmulPrecision,
+    cpu_has_bf16_products,
+    torch_precision_for,
+)
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+
+
+def has_amx() -> bool:
+    return bool(torch._C._cpu._get_cpu_capability().get("amx_bf16"))
+
+
+@pytest.mark.parametrize("bf16_products", [True, False])
+def test_auto_sends_products_to_onednn_only_where_the_cpu_has_bf16_products(
+    monkeypatch: pytest.MonkeyPatch, bf16_products: bool
+) -> None:
+    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: bf16_products)
+    chosen = torch_precision_for("auto", on_cpu=True, trainer_precision="32-true")
+    assert chosen == ("medium" if bf16_products else None)
+
+
+def test_it_leaves_torch_alone_off_a_cpu_and_under_mixed_precision(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    assert torch_precision_for("auto", on_cpu=False, trainer_precision="32-true") is None
+    assert torch_precision_for("medium", on_cpu=False, trainer_precision="32-true") is None
+    assert torch_precision_for("auto", on_cpu=True, trainer_precision="bf16-mixed") is None
+    assert torch_precision_for("highest", on_cpu=True, trainer_precision="32") == "highest"
+
+
+def test_the_precision_before_the_run_comes_back() -> None:
+    before = torch.get_float32_matmul_precision()
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    assert torch.get_float32_matmul_precision() == "medium"
+    assert precision.applied == "medium"
+    precision.apply("high")  # a second stage of the same run
+    precision.restore()
+    assert torch.get_float32_matmul_precision() == before
+    assert precision.applied is None
+
+
+class SeenInTraining(pl.Callback):
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.seen.add(torch.get_float32_matmul_precision())
+
+
+@pytest.mark.parametrize(("flag", "expected"), [("auto", "medium"), ("highest", "highest")])
+def test_a_fit_trains_at_the_chosen_precision_and_restores_torchs(
+    tiny_bert: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str,
+    expected: str,
+) -> None:
+    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    seen = SeenInTraining()
+    cli = make_cli(
+        [
+            "--trainer.accelerator", "cpu", "--trainer.max_steps", "2",
+            "--model.model_name_or_path", str(tiny_bert),
+            "--model.cpu_matmul_precision", flag,
+            "--data.train_file", str(SAMPLE / "train.csv"),
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.max_train_samples", "8", "--data.batch_size", "4",
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--trainer.enable_progress_bar", "false",
+        ],
+        run=False,
+    )  # fmt: skip
+    cli.trainer.callbacks.append(seen)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert seen.seen == {expected}
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+@pytest.mark.skipif(
+    not cpu_has_bf16_products() or has_amx(),
+    reason="needs a CPU with AVX512-BF16 and no AMX (such as AMD EPYC Zen 4 and later)",
+)
+def test_without_amx_onednn_keeps_fp32_products_exact_where_bf16_would_round() -> None:
+    # 1 + 2**-10 needs 11 bits of mantissa; bf16 has 8, and rounds it to 1.
+    inputs = torch.full((64, 256), 1 + 2**-10)
+    weights = torch.ones(128, 256)
+    exact = 256 * (1 + 2**-10)
+    assert (inputs.bfloat16().float() @ weights.T)[0, 0].item() == 256.0  # what bf16 would give
+    precision = MatmulPrecision()
+    precision.apply(torch_precision_for("auto", on_cpu=True, trainer_precision="32-true"))
+    try:
+        assert precision.applied == "medium"
+        assert torch.nn.functional.linear(inputs, weights)[0, 0].item() == exact
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(416, 384, generator=generator)
+        b = torch.randn(1536, 384, generator=generator)
+        error = (a @ b.T - (a.double() @ b.double().T)).abs().max().item()
+    finally:
+        precision.restore()
+    # fp32 sums of 384 products of this size err by about 1e-4; bf16 inputs by about 0.2.
+    assert error < 1e-3
