@@ -14,8 +14,11 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     hf-default       run_glue's defaults: every example padded to --max-length, random order
     hf-best          dynamic padding + train_sampling_strategy=group_by_length, fp32
     hf-best-bf16     hf-best with bf16=True (autocast)
+    hf-best-onednn-products  hf-best with torch's matmul precision ``medium``, as seqcls sets it
     seqcls-default   seqcls's defaults (on a CPU: each batch packed, or split into up to 4
                      length-sorted pieces, whichever its cost model says is faster)
+    seqcls-mkl-products
+                     --model.cpu_matmul_precision highest (torch's default products)
     seqcls-bf16      --trainer.precision bf16-mixed
     seqcls-whole     --data.sub_batches 1: each batch in one forward pass
     seqcls-grouped   --data.group_by_length true
@@ -58,9 +61,17 @@ HF_SIDES: dict[str, dict[str, Any]] = {
     "hf-default": {"padding": "max_length", "grouped": False, "bf16": False},
     "hf-best": {"padding": "longest", "grouped": True, "bf16": False},
     "hf-best-bf16": {"padding": "longest", "grouped": True, "bf16": True},
+    # torch's matmul precision as seqcls sets it where the CPU has bf16 dot products.
+    "hf-best-onednn-products": {
+        "padding": "longest",
+        "grouped": True,
+        "bf16": False,
+        "matmul_precision": "medium",
+    },
 }
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],
+    "seqcls-mkl-products": ["--model.cpu_matmul_precision", "highest"],
     "seqcls-bf16": ["--trainer.precision", "bf16-mixed"],
     "seqcls-whole": ["--data.sub_batches", "1"],
     "seqcls-grouped": ["--data.group_by_length", "true"],

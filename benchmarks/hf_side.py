@@ -91,6 +91,8 @@ def scores(task: str | None, predictions: np.ndarray, labels: np.ndarray) -> dic
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Train (``steps`` optimizer steps, or ``epochs``) and score, inside a side's process."""
     side, clock = spec["side"], StepClock(spec["warmup_steps"])
+    if side.get("matmul_precision"):
+        torch.set_float32_matmul_precision(side["matmul_precision"])
     raw = load(spec)
     label, regression = spec["label_column"], spec["task"] == "stsb"
     feature = raw["train"].features[label]
@@ -171,6 +173,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         "train_runtime_s": trained.metrics["train_runtime"],
         "peak_rss_mib": peak,
         "precision": "bf16 autocast" if side["bf16"] else "fp32",
+        "matmul_precision": torch.get_float32_matmul_precision(),
         "threads": torch.get_num_threads(),
         "optimizer": str(training_args.optim),
     }

@@ -2,12 +2,14 @@
 
 Trains ``--steps`` random batches of 32 texts from ``--train`` as a seqcls fit does on a CPU:
 one model row per batch with attention by segments, the last layer for the first token only,
-dropout masks from the fast generator, a fused AdamW update, freed memory kept for the next
+dropout masks from the fast generator, torch's matmul precision as a fit sets it
+(``--cpu-matmul-precision``), a fused AdamW update, freed memory kept for the next
 step. The first step warms up; the others are timed, and the last half of them also run under
 torch's profiler, whose per-operator times split a step into:
 
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
-  count them, the rate they ran at, against the best rate of a square 2048 product;
+  count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
+  this machine (``harness.matmul_peak_flops``: MKL's or oneDNN's, whichever is faster);
 - **the AdamW update** (the fused kernel and its bookkeeping);
 - **attention** (``bmm``, softmax, masks, the gathers of the segments; the embeddings'
   lookups use the same gather and count here too);
@@ -29,7 +31,7 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from harness import (
@@ -47,6 +49,11 @@ from seqcls.allocator import keep_freed_memory
 from seqcls.data.packing import PackInOneRow
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
+from seqcls.model.matmul_precision import (
+    CpuMatmulPrecision,
+    MatmulPrecision,
+    torch_precision_for,
+)
 from seqcls.model.packed_forward import PackedForward
 
 BATCH = 32
@@ -75,6 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--text-column", default="text")
     p.add_argument("--steps", type=int, default=24, help="batches of 32, the first a warm-up")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cpu-matmul-precision", choices=get_args(CpuMatmulPrecision),
+                   default="auto", help="as seqcls fit's --model.cpu_matmul_precision")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if args.steps < 4:
@@ -149,6 +158,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     use_cpu_dropout(model)
     forward = PackedForward(model)
     forward.use_segments()
+    precision = MatmulPrecision()
+    precision.apply(
+        torch_precision_for(args.cpu_matmul_precision, on_cpu=True, trainer_precision="32-true")
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
     profiled_from = max(1, steps // 2)
     clock = StepClock(warmup_steps=profiled_from)  # counts the tokens and FLOPs profiled
@@ -179,6 +192,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         if name.startswith("other: ")
     )
     results = {
+        "matmul_precision": torch.get_float32_matmul_precision(),
         "step_ms": statistics.median(times[1:]) * 1e3,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,
@@ -193,6 +207,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "largest_other_ms": largest,
         "outside_operators_ms": parts["outside"] * 1e3,
     }
+    precision.restore()
     print(key_value_table(results))
     report = results | environment() | {"command": command_line(argv)}
     write_json(args.json, report)

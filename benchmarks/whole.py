@@ -39,6 +39,7 @@ from harness import command_line, environment, in_own_process, markdown_table, w
 
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],
+    "seqcls-mkl-products": ["--model.cpu_matmul_precision", "highest"],
     "seqcls-unpacked": ["--data.packing", "false"],
 }
 DEFAULT_SIDES = "seqcls-default,hf-best"
