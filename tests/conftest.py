@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 # Tests never reach the network; this has to happen before transformers / huggingface_hub load.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -35,3 +37,12 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding a tiny random ``RobertaModel`` checkpoint and its fast tokenizer."""
     return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"), max_length=128)
+
+
+@pytest.fixture(autouse=True)
+def _torch_matmul_precision() -> Iterator[None]:
+    """A run sets torch's matmul precision and puts it back at teardown; a test that builds
+    a module's setup by hand without its teardown must not leak it into the next test."""
+    before = torch.get_float32_matmul_precision()
+    yield
+    torch.set_float32_matmul_precision(before)

@@ -165,7 +165,7 @@ def test_activation_checkpointing_recomputes_the_same_masks() -> None:
 
 def classifier(path: Path, **options: object) -> SequenceClassifier:
     model = SequenceClassifier(str(path), label_names=LABEL_NAMES, **options)  # type: ignore[arg-type]
-    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     return model
 
 
@@ -190,7 +190,7 @@ def test_a_cpu_fit_switches_by_default_and_the_flag_turns_it_off(tiny_bert: Path
 
 def test_masked_lm_adaptation_switches_on_a_cpu_fit_too(tiny_bert: Path) -> None:
     model = MaskedLanguageModel(str(tiny_bert))
-    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     model.setup("fit")
     assert dropout_types(model) == {CPUDropout}
     kept = MaskedLanguageModel(str(tiny_bert), fast_cpu_dropout=False)

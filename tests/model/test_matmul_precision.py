@@ -6,11 +6,13 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from seqcls.classifier_cli import make_cli
 from seqcls.model import matmul_precision
 from seqcls.model.matmul_precision import (
     MatmulPrecision,
+    batched_product,
     cpu_has_bf16_products,
     torch_precision_for,
 )
@@ -114,3 +116,46 @@ def test_without_amx_onednn_keeps_fp32_products_exact_where_bf16_would_round() -
         precision.restore()
     # fp32 sums of 384 products of this size err by about 1e-4; bf16 inputs by about 0.2.
     assert error < 1e-3
+
+
+class PrecisionAtProducts(TorchDispatchMode):
+    """Records torch's matmul precision at every batched product, forward and backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.overloadpacket in (torch.ops.aten.bmm, torch.ops.aten.mm):
+            self.seen.append(torch.get_float32_matmul_precision())
+        return func(*args, **(kwargs or {}))
+
+
+def test_attention_products_stay_in_mkl_forward_and_backward_while_a_run_uses_onednn() -> None:
+    generator = torch.Generator().manual_seed(0)
+    # Attention's shapes: (segments, heads, length, head size) against its transpose.
+    a = torch.randn(8, 12, 48, 32, generator=generator)
+    b = torch.randn(8, 12, 32, 48, generator=generator)
+    upstream = torch.randn(8, 12, 48, 48, generator=generator)
+
+    def product_and_grads(product: Any) -> tuple[list[torch.Tensor], list[str]]:
+        left, right = a.clone().requires_grad_(), b.clone().requires_grad_()
+        with PrecisionAtProducts() as recorder:
+            out = product(left, right)
+            out.backward(upstream)
+        return [out.detach(), left.grad, right.grad], recorder.seen
+
+    reference, _ = product_and_grads(torch.matmul)  # torch's default precision: MKL
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        kept, kept_at = product_and_grads(batched_product)
+        _, plain_at = product_and_grads(torch.matmul)
+        assert torch.get_float32_matmul_precision() == "medium"  # put back after each product
+    finally:
+        precision.restore()
+    # One product forward, two backward; torch.matmul would run them all at the run's setting.
+    assert kept_at == ["highest"] * 3
+    assert plain_at == ["medium"] * 3
+    for ours, expected in zip(kept, reference, strict=True):
+        assert torch.equal(ours, expected)

@@ -171,7 +171,7 @@ def test_the_check_leaves_every_module_in_its_mode() -> None:
 def classifier(path: Path, tmp_path: Path) -> SequenceClassifier:
     torch.manual_seed(0)
     model = SequenceClassifier(str(path), label_names=LABEL_NAMES)
-    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     model.log = lambda *args, **kwargs: None  # type: ignore[method-assign]  # no logger here
     return model
 
@@ -254,6 +254,6 @@ def test_multi_label_and_regression_rows_pack_exactly(problem_type: str) -> None
 def test_a_compiled_model_runs_packed_batches_unpacked(tiny_bert: Path) -> None:
     model = SequenceClassifier(str(tiny_bert), label_names=LABEL_NAMES, compile=True)
     assert model.packed_forward.served
-    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator))  # type: ignore[assignment]
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     model.setup("fit")
     assert not model.packed_forward.served

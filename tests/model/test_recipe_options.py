@@ -186,7 +186,7 @@ def test_training_step_uses_the_weighted_smoothed_loss(
     ).eval()  # no dropout: the same logits twice
     # training_step on its own, outside a Trainer: nothing to log to, not on XLA.
     monkeypatch.setattr(model, "log", lambda *args, **kwargs: None)
-    model.trainer = SimpleNamespace(accelerator=CPUAccelerator())  # type: ignore[assignment]
+    model.trainer = SimpleNamespace(accelerator=CPUAccelerator(), precision="32-true")  # type: ignore[assignment]
     data = sample_data(tiny_bert, tmp_path / "cache", sub_batches=1)
     data.setup("fit")
     batch = next(iter(data.val_dataloader()[0]))

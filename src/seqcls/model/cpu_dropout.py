@@ -27,6 +27,8 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from seqcls.model.matmul_precision import batched_product
+
 CPU_DROPOUT_ATTENTION = "seqcls_cpu_dropout_sdpa"
 _INT32_RANGE = 2**32
 
@@ -67,7 +69,7 @@ def attention_with_dropout(
     """SDPA's reference computation with its attention dropout drawn by ``keep_mask``:
     (batch, heads, length, head size) in, (batch, length, heads, head size) out."""
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(-1, -2)).mul_(scale)
+    scores = batched_product(query, key.transpose(-1, -2)).mul_(scale)
     if attention_mask is not None:
         if attention_mask.dtype == torch.bool:
             # The lowest finite score, not -inf: a query that sees no key gets no NaN.
@@ -75,7 +77,7 @@ def attention_with_dropout(
         else:
             scores = scores + attention_mask
     probabilities = dropped(scores.softmax(dim=-1), dropout)
-    return torch.matmul(probabilities, value).transpose(1, 2).contiguous()
+    return batched_product(probabilities, value).transpose(1, 2).contiguous()
 
 
 def _cpu_dropout_attention(

@@ -16,7 +16,9 @@ precision when it starts on a CPU and puts the previous one back when it ends
 (``MatmulPrecision``): it is torch's setting for the whole process.
 """
 
-from typing import Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -75,3 +77,40 @@ class MatmulPrecision:
         if self._before is not None:
             torch.set_float32_matmul_precision(self._before)
         self.applied = self._before = None
+
+
+class _ProductAtHighest(torch.autograd.Function):
+    """``a @ b``, forward and backward, at torch's default precision whatever the run's."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        with _highest():
+            return torch.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a, b = ctx.saved_tensors
+        with _highest():
+            return grad @ b.transpose(-1, -2), a.transpose(-1, -2) @ grad
+
+
+def batched_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for batches of small matrices of the same batch shape (attention's scores and
+    outputs), in MKL even while a run sends products to oneDNN. In training steps, whose
+    packed batches bring new shapes at every step, oneDNN's attention products took 12 ms of
+    a 140 ms SST-2 step against MKL's 5 ms on the AMD EPYC (alone, on one repeated shape,
+    oneDNN was the faster: the cost follows new shapes, for which oneDNN builds kernels)."""
+    if torch.get_float32_matmul_precision() == "highest" or a.dtype != torch.float32:
+        return torch.matmul(a, b)
+    return _ProductAtHighest.apply(a, b)
+
+
+@contextmanager
+def _highest() -> Iterator[None]:
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
