@@ -63,6 +63,23 @@ class SeenInTraining(pl.Callback):
         self.seen.add(torch.get_float32_matmul_precision())
 
 
+def cpu_fit(model: Path, run: Path, *extra: str) -> Any:
+    return make_cli(
+        [
+            "--trainer.accelerator", "cpu", "--trainer.max_steps", "2",
+            "--model.model_name_or_path", str(model),
+            "--data.train_file", str(SAMPLE / "train.csv"),
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.max_train_samples", "8", "--data.batch_size", "4",
+            "--data.cache_dir", str(run / "cache"),
+            "--trainer.default_root_dir", str(run / "run"),
+            "--trainer.enable_progress_bar", "false",
+            *extra,
+        ],
+        run=False,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(("flag", "expected"), [("auto", "medium"), ("highest", "highest")])
 def test_a_fit_trains_at_the_chosen_precision_and_restores_torchs(
     tiny_bert: Path,
@@ -72,25 +89,33 @@ def test_a_fit_trains_at_the_chosen_precision_and_restores_torchs(
     expected: str,
 ) -> None:
     monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    torch.set_float32_matmul_precision("high")  # whatever the process had, it gets back
     seen = SeenInTraining()
-    cli = make_cli(
-        [
-            "--trainer.accelerator", "cpu", "--trainer.max_steps", "2",
-            "--model.model_name_or_path", str(tiny_bert),
-            "--model.cpu_matmul_precision", flag,
-            "--data.train_file", str(SAMPLE / "train.csv"),
-            "--data.validation_file", str(SAMPLE / "validation.csv"),
-            "--data.max_train_samples", "8", "--data.batch_size", "4",
-            "--data.cache_dir", str(tmp_path / "cache"),
-            "--trainer.default_root_dir", str(tmp_path / "run"),
-            "--trainer.enable_progress_bar", "false",
-        ],
-        run=False,
-    )  # fmt: skip
+    cli = cpu_fit(tiny_bert, tmp_path, "--model.cpu_matmul_precision", flag)
     cli.trainer.callbacks.append(seen)
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert seen.seen == {expected}
-    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.get_float32_matmul_precision() == "high"
+
+
+class FailsAtTheSecondBatch(pl.Callback):
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == 1:
+            raise RuntimeError("stopped on purpose")
+
+
+def test_a_fit_that_fails_puts_torchs_precision_back_too(
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    before = torch.get_float32_matmul_precision()
+    cli = cpu_fit(tiny_bert, tmp_path)
+    seen = SeenInTraining()
+    cli.trainer.callbacks.extend([seen, FailsAtTheSecondBatch()])
+    with pytest.raises(RuntimeError, match="stopped on purpose"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert seen.seen == {"medium"}
+    assert torch.get_float32_matmul_precision() == before
 
 
 @pytest.mark.skipif(

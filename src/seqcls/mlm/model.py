@@ -64,17 +64,16 @@ class MaskedLanguageModel(pl.LightningModule):
         )
         self.val_loss, self.val_perplexity = WeightedMean(), Perplexity()
         self.test_loss, self.test_perplexity = WeightedMean(), Perplexity()
-        self.matmul_precision = MatmulPrecision()
 
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
         elif stage == "fit" and self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
             use_cpu_dropout(self.model)
-        self.matmul_precision.apply_for(self.hparams["cpu_matmul_precision"], self.trainer)
 
-    def teardown(self, stage: str) -> None:
-        self.matmul_precision.restore()
+    def configure_callbacks(self) -> list[pl.Callback]:
+        # torch's matmul precision for this run's CPU products, put back however it ends.
+        return [MatmulPrecision(self.hparams["cpu_matmul_precision"])]
 
     def forward(self, batch: Batch) -> Any:
         return self.model(**batch)

@@ -182,7 +182,6 @@ class SequenceClassifier(pl.LightningModule):
         # numbers of rows (Lightning's own mean of logged values is not).
         self.val_losses = ModuleList(WeightedMean() for _ in self.val_metrics)
         self.test_loss = WeightedMean()
-        self.matmul_precision = MatmulPrecision()
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.class_weights == "auto":
@@ -206,11 +205,10 @@ class SequenceClassifier(pl.LightningModule):
             if stage == "fit" and fast_dropout:
                 use_cpu_dropout(self.model)
             self.packed_forward.use_segments()
-        # After the packing check above, which compares logits at torch's default precision.
-        self.matmul_precision.apply_for(self.hparams["cpu_matmul_precision"], self.trainer)
 
-    def teardown(self, stage: str) -> None:
-        self.matmul_precision.restore()
+    def configure_callbacks(self) -> list[pl.Callback]:
+        # torch's matmul precision for this run's CPU products, put back however it ends.
+        return [MatmulPrecision(self.hparams["cpu_matmul_precision"])]
 
     @property
     def takes_packed_batches(self) -> bool:

@@ -12,7 +12,7 @@ may compute it in bf16. What that means depends on the CPU:
   sums in fp32, as bf16 mixed precision does to products (and TF32 on a GPU).
 
 Either way the weights, the AdamW state and every other operator stay fp32. A run sets the
-precision when it starts on a CPU and puts the previous one back when it ends
+precision when it starts on a CPU and puts the previous one back when it ends, or fails
 (``MatmulPrecision``): it is torch's setting for the whole process.
 """
 
@@ -51,20 +51,44 @@ def torch_precision_for(
     return choice
 
 
-class MatmulPrecision:
-    """Sets torch's matmul precision for a run and restores the one before it."""
+class MatmulPrecision(pl.Callback):
+    """Sets torch's matmul precision while a run trains or scores, and puts the one before it
+    back when the run ends, however it ends (a module returns it from
+    ``configure_callbacks``: Lightning calls no module hook when a run fails)."""
 
-    def __init__(self) -> None:
+    def __init__(self, choice: CpuMatmulPrecision = "auto") -> None:
+        self.choice = choice
         self.applied: str | None = None  # what this run set; None: it left torch's own
         self._before: str | None = None
 
-    def apply_for(self, choice: CpuMatmulPrecision, trainer: pl.Trainer) -> None:
-        """What ``choice`` means for ``trainer`` (``torch_precision_for``), applied."""
+    # Once the module is set up: its packing check compares logits at torch's default.
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.apply_for(trainer)
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.apply_for(trainer)
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.apply_for(trainer)
+
+    def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.apply_for(trainer)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self.restore()
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        self.restore()
+
+    def apply_for(self, trainer: pl.Trainer) -> None:
+        """What the choice means for ``trainer`` (``torch_precision_for``), applied."""
         if not on_cpu(trainer):
             self.apply(None)
             return
         precision = str(trainer.precision)
-        self.apply(torch_precision_for(choice, on_cpu=True, trainer_precision=precision))
+        self.apply(torch_precision_for(self.choice, on_cpu=True, trainer_precision=precision))
 
     def apply(self, precision: str | None) -> None:
         self.restore()
