@@ -119,8 +119,8 @@ class SequenceClassifier(pl.LightningModule):
             cpu_matmul_precision: torch's matmul precision while this run trains or scores
                 on a CPU in fp32 (``32-true``). ``auto``: ``medium`` where the CPU has bf16
                 dot products (AVX512-BF16 or AMX), which sends fp32 products to oneDNN:
-                still fp32 without AMX, twice as fast on AMD EPYC; inputs rounded to bf16
-                with AMX. Elsewhere torch's own. ``highest``: MKL's fp32 products, as torch
+                fp32 still and twice as fast on an AMD EPYC; with AMX, inputs may be rounded
+                to bf16. Elsewhere torch's own. ``highest``: MKL's fp32 products, as torch
                 does by default (see docs/hardware.md).
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with

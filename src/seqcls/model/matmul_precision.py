@@ -4,12 +4,13 @@ At torch's default (``highest``) an fp32 product on a CPU runs in MKL's sgemm. A
 on a CPU with bf16 dot products (AVX512-BF16 or AMX-BF16), it runs in oneDNN instead, which
 may compute it in bf16. What that means depends on the CPU:
 
-- with AVX512-BF16 and no AMX (AMD EPYC Zen 4 and later, Intel Cooper Lake), oneDNN keeps the
-  product in fp32, with fp32's rounding error, and on the AMD EPYC measured here runs it at
-  about twice MKL's rate: MKL takes its AVX2 path on AMD CPUs, oneDNN its AVX-512 one
-  (docs/benchmarks.md);
-- with AMX (Intel Sapphire Rapids and later), oneDNN rounds the product's inputs to bf16 and
-  sums in fp32, as bf16 mixed precision does to products (and TF32 on a GPU).
+- on the AMD EPYC measured here (AVX512-BF16, no AMX), oneDNN kept the product in fp32,
+  with fp32's rounding error, at about twice MKL's rate: what AVX-512 against an AVX2 path
+  would give (docs/benchmarks.md; ``tests/model/test_matmul_precision.py`` checks the
+  accuracy on any such CPU);
+- with AMX (Intel Sapphire Rapids and later; not measured here), oneDNN may round the
+  product's inputs to bf16 and sum in fp32, as bf16 mixed precision does to products (and
+  TF32 on a GPU).
 
 Either way the weights, the AdamW state and every other operator stay fp32. A run sets the
 precision when it starts on a CPU and puts the previous one back when it ends, or fails
