@@ -41,8 +41,8 @@ def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _torch_matmul_precision() -> Iterator[None]:
-    """A run sets torch's matmul precision and puts it back at teardown; a test that builds
-    a module's setup by hand without its teardown must not leak it into the next test."""
+    """A run puts torch's matmul precision back however it ends; a test that sets it by hand
+    (``MatmulPrecision.apply``) must not leak it into the next test either."""
     before = torch.get_float32_matmul_precision()
     yield
     torch.set_float32_matmul_precision(before)

@@ -59,8 +59,7 @@ class MatmulPrecision(pl.Callback):
 
     def __init__(self, choice: CpuMatmulPrecision = "auto") -> None:
         self.choice = choice
-        self.applied: str | None = None  # what this run set; None: it left torch's own
-        self._before: str | None = None
+        self._before: str | None = None  # torch's own, while this run has set another
 
     # Once the module is set up: its packing check compares logits at torch's default.
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -96,12 +95,11 @@ class MatmulPrecision(pl.Callback):
         if precision is not None:
             self._before = torch.get_float32_matmul_precision()
             torch.set_float32_matmul_precision(precision)
-            self.applied = precision
 
     def restore(self) -> None:
         if self._before is not None:
             torch.set_float32_matmul_precision(self._before)
-        self.applied = self._before = None
+        self._before = None
 
 
 class _ProductAtHighest(torch.autograd.Function):
