@@ -168,9 +168,9 @@ def test_the_check_leaves_every_module_in_its_mode() -> None:
     assert not model.bert.pooler.training
 
 
-def classifier(path: Path, tmp_path: Path) -> SequenceClassifier:
+def classifier(path: Path, tmp_path: Path, **options: Any) -> SequenceClassifier:
     torch.manual_seed(0)
-    model = SequenceClassifier(str(path), label_names=LABEL_NAMES)
+    model = SequenceClassifier(str(path), label_names=LABEL_NAMES, **options)
     model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     model.log = lambda *args, **kwargs: None  # type: ignore[method-assign]  # no logger here
     return model

@@ -5,6 +5,7 @@ from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
 from transformers import AutoModelForSequenceClassification
@@ -24,6 +25,7 @@ from seqcls.model.first_token import compute_last_layer_for_first_token, resolve
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
+from seqcls.model.mean_pooling import Pooling, resolve_pooling, use_pooling
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
@@ -65,6 +67,7 @@ class SequenceClassifier(pl.LightningModule):
         compile: bool = False,
         fast_cpu_dropout: bool = True,
         cpu_matmul_precision: CpuMatmulPrecision = "auto",
+        pooling: Pooling | None = None,
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
     ) -> None:
@@ -122,10 +125,18 @@ class SequenceClassifier(pl.LightningModule):
                 fp32 still and twice as fast on an AMD EPYC; with AMX, inputs may be rounded
                 to bf16. Elsewhere torch's own. ``highest``: MKL's fp32 products, as torch
                 does by default (see docs/hardware.md).
+            pooling: What the head reads of each row. ``first_token``: the first token, as
+                ``AutoModelForSequenceClassification`` does. ``mean``: the mean of the row's
+                tokens, as sentence encoders were trained (BERT, RoBERTa, ELECTRA and DeBERTa
+                families). ``auto``: the checkpoint's own, read off its sentence-transformers
+                files (mean for all-MiniLM-L6-v2), else the first token. Unset: what a model
+                fine-tuned by seqcls was trained with, else the first token
+                (docs/results.md#a-mean-pooled-head).
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with
                 about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
-                RoBERTa, ELECTRA and DeBERTa families, off for other architectures.
+                RoBERTa, ELECTRA and DeBERTa families, off for other architectures and with
+                mean pooling, whose head reads every token.
             window_pooling: Filled in from the data (``--data.window_stride``): evaluation
                 and prediction pool each document's window logits this way. None: no windows.
         """
@@ -168,7 +179,13 @@ class SequenceClassifier(pl.LightningModule):
             ignore_mismatched_sizes=True,
         )
         reinitialise_top_layers(self.model, reinit_layers)
-        if resolve_first_token_only(self.model, last_layer_first_token_only):
+        chosen = resolve_pooling(self.model, model_name_or_path, pooling)
+        self.hparams["pooling"] = chosen  # what trained, for the checkpoint and the model card
+        use_pooling(self.model, chosen)
+        mean = chosen == "mean"
+        if mean:
+            rank_zero_info("The head reads the mean of each row's tokens (--model.pooling)")
+        if resolve_first_token_only(self.model, last_layer_first_token_only, every_token=mean):
             compute_last_layer_for_first_token(self.model)
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)

@@ -72,9 +72,17 @@ def supports_first_token_only(model: PreTrainedModel) -> bool:
     return _attention_output(model) is not None
 
 
-def resolve_first_token_only(model: PreTrainedModel, requested: bool | None) -> bool:
-    """``None``: wherever supported. ``True`` on an unsupported model is an error."""
-    supported = supports_first_token_only(model)
+def resolve_first_token_only(
+    model: PreTrainedModel, requested: bool | None, *, every_token: bool = False
+) -> bool:
+    """``None``: wherever supported. ``True`` on an unsupported model is an error, and so is
+    ``True`` where the head reads ``every_token`` (mean pooling)."""
+    if requested and every_token:
+        raise ConfigurationError(
+            "--model.last_layer_first_token_only true: the head reads the mean of every "
+            "token (--model.pooling); leave it unset, or set --model.pooling first_token"
+        )
+    supported = supports_first_token_only(model) and not every_token
     if requested and not supported:
         raise ConfigurationError(
             f"--model.last_layer_first_token_only true: {model.config.model_type!r} models are "

@@ -43,7 +43,13 @@ from seqcls.data.packing import (
 )
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import cuts_last_layer, first_tokens_at
-from seqcls.model.pretrained import evaluating, first_position_id, recomputes_activations
+from seqcls.model.mean_pooling import averaging_segments, pools_by_mean
+from seqcls.model.pretrained import (
+    base_encoder,
+    evaluating,
+    first_position_id,
+    recomputes_activations,
+)
 from seqcls.model.segment_attention import (
     ATTENTION_GROUPS,
     attending_by,
@@ -71,6 +77,8 @@ class PackedForward:
         self.model = model
         self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
         self.position_offset = first_position_id(model)
+        # A mean-pooled head reads each segment's mean: the encoder's output is cut to it.
+        self.mean = pools_by_mean(model)
         self.varlen = False
         self.segments = False
         self.attention_groups = ATTENTION_GROUPS  # length-sorted groups, with ``segments``
@@ -126,6 +134,17 @@ class PackedForward:
         if "token_type_ids" in batch:
             inputs["token_type_ids"] = batch["token_type_ids"]
         first = (batch[SEGMENT_ROWS], batch[SEGMENT_STARTS])
+        with averaging_segments(segments, *first) if self.mean else nullcontext():
+            return self._packed_rows(inputs, segments, first, batch, route)
+
+    def _packed_rows(
+        self,
+        inputs: dict[str, Any],
+        segments: torch.Tensor,
+        first: tuple[torch.Tensor, torch.Tensor],
+        batch: dict[str, torch.Tensor],
+        route: MaskRoute,
+    ) -> Any:
         if route == "mask" and self.segments:
             shape = (segments.shape[0], segments.shape[1])
             plan = plan_segments(*first, segment_lengths(batch), shape, self.attention_groups)
@@ -172,12 +191,12 @@ class PackedForward:
     def _serving_route(self) -> MaskRoute | None:
         model = self.model
         # Recomputed in the backward pass, the cut last layer would run outside the batch's block.
-        if not cuts_last_layer(model) or recomputes_activations(model):
+        if not (cuts_last_layer(model) or self.mean) or recomputes_activations(model):
             return None
         if "position_ids" not in inspect.signature(model.forward).parameters:
             return None
         for route in ("mask", "encoder"):
-            if route == "encoder" and _encoder(model) is None:
+            if route == "encoder" and base_encoder(model) is None:
                 continue
             try:
                 if self._matches_separate_forwards(route):
@@ -221,15 +240,10 @@ class PackedForward:
         return bool(packed.shape == alone.shape and (packed - alone).abs().max() <= 1e-4 * scale)
 
 
-def _encoder(model: PreTrainedModel) -> Module | None:
-    encoder = getattr(model.base_model, "encoder", None)
-    return encoder if isinstance(encoder, Module) else None
-
-
 @contextmanager
 def _encoder_mask(model: PreTrainedModel, block: torch.Tensor) -> Iterator[None]:
     """While in this block, the encoder gets ``block`` (rows x length x length) as its mask."""
-    encoder = _encoder(model)
+    encoder = base_encoder(model)
     if encoder is None:
         raise ValueError("no encoder to give the mask to")
 

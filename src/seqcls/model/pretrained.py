@@ -34,6 +34,12 @@ def load_for_training(
     return model
 
 
+def base_encoder(model: PreTrainedModel) -> Module | None:
+    """The base model's encoder (its stack of layers), where it has one."""
+    encoder = getattr(model.base_model, "encoder", None)
+    return encoder if isinstance(encoder, Module) else None
+
+
 def enable_gradient_checkpointing(model: PreTrainedModel) -> None:
     """Recompute activations in the backward pass instead of keeping them."""
     # transformers 5.x renamed the switch; the old name is a deprecated alias.

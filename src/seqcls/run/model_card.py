@@ -34,6 +34,7 @@ RECIPE_KEYS = [
     ("max steps", "trainer", "max_steps"),
     ("gradient accumulation", "trainer", "accumulate_grad_batches"),
     ("precision", "trainer", "precision"),
+    ("pooling (what the head reads)", "model", "pooling"),
 ]
 DATA_FILE_KEYS = ["train_file", "validation_file", "test_file"]
 
@@ -178,8 +179,9 @@ def model_card(
     recipe = {}
     for name, section, key in RECIPE_KEYS:
         value = config[section].get(key)
-        if value is None and section == "model":
-            value = hparams.get(key)  # derived by the model when unset, e.g. the learning rate
+        if section == "model" and hparams.get(key) is not None:
+            # What trained, where the model resolved it: an unset learning rate, auto pooling.
+            value = hparams[key]
         if value is not None:
             recipe[name] = value
     recipe["seed"] = config.get("seed_everything")

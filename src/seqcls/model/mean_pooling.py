@@ -1,0 +1,173 @@
+"""A head that reads the mean of each row's tokens, as sentence encoders were trained to.
+
+A sequence classifier's head reads one token: the first (``[CLS]``, ``<s>``). Sentence
+encoders such as the sentence-transformers checkpoints (all-MiniLM-L6-v2, all-mpnet-base-v2)
+were trained on the mean of their tokens' last hidden states instead, and their first token
+was never trained to sum up a row. With ``--model.pooling mean`` the encoder's last hidden
+state is replaced, per row, by the mean over that row's tokens, laid out where the head reads
+(one position per row), so the architecture's own head (BERT's pooler and classifier,
+RoBERTa's dense-tanh-projection) runs on the mean unchanged. ``auto`` takes the checkpoint's
+own pooling: mean where its sentence-transformers files say mean, else the first token.
+Unset, a model fine-tuned by seqcls keeps the pooling it was trained with, else the head reads
+the first token: on GLUE, mean pooling of all-MiniLM-L6-v2 (a mean-pooled sentence encoder)
+helped RTE and cost MRPC (docs/results.md), so it is an option, not the default.
+
+Packed batches (several rows per model row) average each segment on its own, so packed and
+unpacked batches give the same logits and gradients (``tests/model/test_mean_pooling.py``).
+The choice is saved in the exported model's ``config.json`` (``seqcls_pooling``), which
+seqcls reads back; a plain ``AutoModelForSequenceClassification`` ignores it and reads the
+first token (docs/outputs.md).
+"""
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+from torch.nn import Module
+from transformers import PreTrainedModel
+
+from seqcls.cloud.storage import default_cache_dir, local_model_dir
+from seqcls.errors import ConfigurationError
+from seqcls.model.first_token import FIRST_TOKEN_MODEL_TYPES
+from seqcls.model.pretrained import base_encoder
+
+Pooling = Literal["auto", "first_token", "mean"]
+# Where the choice is saved in a model's config, so that a fine-tuned model keeps its pooling.
+CONFIG_KEY = "seqcls_pooling"
+_MARK = "seqcls_mean_pooled"
+# For each token of the batch (flattened), the output row whose mean it joins; ``rows`` (one
+# past the last) for padding. Set while a packed batch runs, else derived from the mask.
+_TOKEN_ROWS: ContextVar[tuple[Tensor, int] | None] = ContextVar("seqcls_token_rows", default=None)
+_ATTENTION_MASK: ContextVar[Tensor | None] = ContextVar("seqcls_attention_mask", default=None)
+
+
+def checkpoint_pooling(directory: str | Path) -> Literal["first_token", "mean"] | None:
+    """The pooling a checkpoint folder's sentence-transformers files declare: ``mean`` where
+    its Pooling module averages the tokens and nothing else, ``first_token`` where it reads the
+    CLS token; None where the folder has no such files (or pools otherwise)."""
+    folder = Path(directory)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return None
+    try:
+        modules = json.loads(modules_file.read_text())
+        pooling = next(m for m in modules if m.get("type", "").endswith(".Pooling"))
+        options = json.loads((folder / pooling.get("path", "") / "config.json").read_text())
+    except (OSError, ValueError, StopIteration, AttributeError):
+        return None
+    modes = {key for key, value in options.items() if key.startswith("pooling_mode") and value}
+    if modes == {"pooling_mode_mean_tokens"}:
+        return "mean"
+    if modes == {"pooling_mode_cls_token"}:
+        return "first_token"
+    return None
+
+
+def resolve_pooling(
+    model: PreTrainedModel, name_or_path: str, requested: Pooling | None
+) -> Literal["first_token", "mean"]:
+    """What ``--model.pooling`` means for ``model``, loaded from ``name_or_path``: unset, the
+    pooling a model fine-tuned by seqcls saved in its config, else the first token."""
+    supported = model.config.model_type in FIRST_TOKEN_MODEL_TYPES and (
+        base_encoder(model) is not None
+    )
+    if requested == "mean" and not supported:
+        raise ConfigurationError(
+            f"--model.pooling mean: {model.config.model_type!r} models are not supported "
+            f"(supported: {', '.join(sorted(FIRST_TOKEN_MODEL_TYPES))}); "
+            "set --model.pooling first_token"
+        )
+    saved = getattr(model.config, CONFIG_KEY, None)
+    if requested == "auto":
+        saved = saved or checkpoint_pooling(local_model_dir(name_or_path, default_cache_dir()))
+        return "mean" if saved == "mean" and supported else "first_token"
+    return requested or ("mean" if saved == "mean" else "first_token")
+
+
+def pool_by_mean(model: PreTrainedModel) -> None:
+    """From now on, the head of ``model`` reads each row's mean token (in place)."""
+    encoder = base_encoder(model)
+    if encoder is None:
+        raise ConfigurationError(f"{model.config.model_type!r} models cannot pool by mean")
+    if getattr(encoder, _MARK, False):
+        return
+    encoder.register_forward_hook(_replace_by_means)
+    model.register_forward_pre_hook(_remember_mask, with_kwargs=True)
+    model.register_forward_hook(_forget_mask)
+    setattr(encoder, _MARK, True)
+
+
+def use_pooling(model: PreTrainedModel, pooling: Literal["first_token", "mean"]) -> None:
+    """Pool ``model``'s rows this way, and say so in its config, which the export saves."""
+    if pooling == "mean":
+        pool_by_mean(model)
+    setattr(model.config, CONFIG_KEY, pooling)
+
+
+def pools_by_mean(model: Module) -> bool:
+    """Whether ``pool_by_mean`` was applied to ``model``."""
+    return any(getattr(module, _MARK, False) for module in model.modules())
+
+
+@contextmanager
+def averaging_segments(
+    segment_ids: Tensor, segment_rows: Tensor, segment_starts: Tensor
+) -> Iterator[None]:
+    """While in this block, the encoder's output is one mean per segment of a packed batch
+    (segments numbered 1, 2, ... within each model row; 0 is padding), in the order of
+    ``segment_rows`` and ``segment_starts``. A segment listed twice (an empty slot of a
+    fixed-shape batch) is averaged once; its repeats read zeros."""
+    model_rows, width = segment_ids.shape
+    keys = torch.arange(model_rows, device=segment_ids.device)[:, None] * (width + 1)
+    token_keys = (keys + segment_ids).flatten()
+    segment_keys = segment_rows * (width + 1) + segment_ids[segment_rows, segment_starts]
+    count = len(segment_rows)
+    order = torch.arange(count, device=segment_ids.device)
+    # Each key's first segment; padding (id 0) and unlisted keys join row ``count``.
+    table = torch.full((model_rows * (width + 1),), count, device=segment_ids.device)
+    table = table.scatter_reduce(0, segment_keys, order, reduce="amin")
+    token = _TOKEN_ROWS.set((table[token_keys], count))
+    try:
+        yield
+    finally:
+        _TOKEN_ROWS.reset(token)
+
+
+def _token_rows_from_mask(mask: Tensor | None, shape: torch.Size) -> tuple[Tensor, int]:
+    rows, length = shape[0], shape[1]
+    index = torch.arange(rows, device=mask.device if mask is not None else None)
+    token_rows = index[:, None].expand(rows, length)
+    if mask is not None:
+        token_rows = torch.where(mask.bool(), token_rows, rows)
+    return token_rows.flatten(), rows
+
+
+def _replace_by_means(module: Module, args: Any, output: Any) -> Any:
+    hidden = output[0]
+    token_rows, count = _TOKEN_ROWS.get() or _token_rows_from_mask(
+        _ATTENTION_MASK.get(), hidden.shape
+    )
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    sums = flat.new_zeros(count + 1, flat.shape[-1]).index_add(0, token_rows, flat)
+    tokens = flat.new_zeros(count + 1).index_add(0, token_rows, flat.new_ones(len(flat)))
+    means = sums[:count] / tokens[:count, None].clamp(min=1)
+    output["last_hidden_state"] = means.unsqueeze(1)
+    # DeBERTa's base model reads the last of all layers' states, not the last state.
+    if output.get("hidden_states") is not None:
+        output["hidden_states"] = (*output["hidden_states"][:-1], means.unsqueeze(1))
+    return output
+
+
+def _remember_mask(module: Module, args: Any, kwargs: dict[str, Any]) -> None:
+    mask = kwargs.get("attention_mask")
+    # A packed batch's 4-D block mask says nothing per row; its segments are set instead.
+    _ATTENTION_MASK.set(mask if mask is not None and mask.dim() == 2 else None)
+
+
+def _forget_mask(module: Module, args: Any, output: Any) -> None:
+    _ATTENTION_MASK.set(None)
