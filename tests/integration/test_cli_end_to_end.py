@@ -120,7 +120,11 @@ def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
-    out = tmp_path_factory.mktemp("predict")
+    return predict(run, tmp_path_factory.mktemp("predict"))
+
+
+def predict(run: Path, out: Path) -> list[dict[str, str]]:
+    """``seqcls predict`` of the sample's predict file with the run's best checkpoint."""
     main([
         "predict", "--config", str(run / "config.yaml"),
         "--ckpt_path", str(best_checkpoint(run)),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_cli_end_to_end import LABELS, SAMPLE, best_checkpoint, fit_args, read_rows
+from test_cli_end_to_end import LABELS, SAMPLE, best_checkpoint, fit_args, predict, read_rows
 from transformers import AutoTokenizer, pipeline
 
 from seqcls.cli import main
@@ -40,13 +40,7 @@ def test_the_export_and_the_card_say_the_head_reads_the_mean(run: Path) -> None:
 def test_the_exported_model_loaded_by_seqcls_predicts_like_the_run(
     run: Path, tmp_path: Path
 ) -> None:
-    main([
-        "predict", "--config", str(run / "config.yaml"),
-        "--ckpt_path", str(best_checkpoint(run)),
-        "--data.predict_file", str(SAMPLE / "predict.csv"),
-        "--trainer.default_root_dir", str(tmp_path),
-    ])  # fmt: skip
-    rows = read_rows(tmp_path / "predictions.csv")
+    rows = predict(run, tmp_path)
     predicted = torch.tensor([[float(row[f"score_{name}"]) for name in LABELS] for row in rows])
     texts = [row["text"] for row in read_rows(SAMPLE / "predict.csv")]
     # Loaded with no pooling flag, as fine-tuning further from it would be.
