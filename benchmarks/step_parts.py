@@ -54,6 +54,7 @@ from seqcls.model.matmul_precision import (
     MatmulPrecision,
     torch_precision_for,
 )
+from seqcls.model.mean_pooling import pool_by_mean
 from seqcls.model.packed_forward import PackedForward
 
 BATCH = 32
@@ -84,6 +85,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--cpu-matmul-precision", choices=get_args(CpuMatmulPrecision),
                    default="auto", help="as seqcls fit's --model.cpu_matmul_precision")  # fmt: skip
+    p.add_argument("--pooling", choices=["first_token", "mean"], default="first_token",
+                   help="as seqcls fit's --model.pooling: mean runs the last layer for every "
+                   "token")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if args.steps < 4:
@@ -154,7 +158,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     steps = args.steps
     batches = batches_of(args)
     model = AutoModelForSequenceClassification.from_pretrained(args.model, num_labels=2).train()
-    compute_last_layer_for_first_token(model)
+    if args.pooling == "mean":
+        pool_by_mean(model)
+    else:
+        compute_last_layer_for_first_token(model)
     use_cpu_dropout(model)
     forward = PackedForward(model)
     forward.use_segments()
@@ -193,6 +200,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     )
     results = {
         "matmul_precision": torch.get_float32_matmul_precision(),
+        "pooling": args.pooling,
         "step_ms": statistics.median(times[1:]) * 1e3,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,

@@ -97,3 +97,27 @@ def test_the_update_counts_once_and_other_operators_by_name() -> None:
     assert largest == pytest.approx(
         {"other: aten::gelu": 10e-6, "other: aten::copy_": 5e-6, "other: aten::add_": 1.5e-6}
     )
+
+
+def test_a_mean_pooled_head_computes_the_last_layer_for_every_token(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
+    first, mean = (
+        load_run().main(["step-parts", *common, "--steps", "4", "--pooling", pooling])
+        for pooling in ("first_token", "mean")
+    )
+    assert (first["pooling"], mean["pooling"]) == ("first_token", "mean")
+    assert first["tokens_per_step"] == mean["tokens_per_step"]  # the same batches
+    # The last layer's output projection and feed-forward block, for every token but the
+    # batch's 32 first ones (6 FLOPs a weight a token).
+    layer = AutoModel.from_pretrained(tiny_bert).encoder.layer[-1]
+    cut = sum(m.weight.numel() for m in layer.modules() if isinstance(m, Linear))
+    cut -= sum(m.weight.numel() for m in layer.attention.self.modules() if isinstance(m, Linear))
+    extra = 6 * cut * (mean["tokens_per_step"] - 32)
+    assert mean["products_gflop"] * 1e9 == pytest.approx(
+        first["products_gflop"] * 1e9 + extra, rel=0.02
+    )

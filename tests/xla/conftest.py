@@ -18,7 +18,9 @@ def train_on_xla(tiny_bert: Path, tmp_path: Path) -> Train:
         "torch_xla", reason="torch_xla is not installed: bash scripts/test.sh --xla runs this lane"
     )
 
-    def train(*, steps: int, **data_options: Any) -> Run:
+    def train(
+        *, steps: int, model_options: dict[str, Any] | None = None, **data_options: Any
+    ) -> Run:
         options: dict[str, Any] = {
             "train_file": str(SAMPLE / "train.csv"),
             "validation_file": str(SAMPLE / "validation.csv"),
@@ -34,6 +36,7 @@ def train_on_xla(tiny_bert: Path, tmp_path: Path) -> Train:
             label_names=data.label_names,
             problem_type=data.problem_type,
             metrics=data.metrics,
+            **(model_options or {}),
         )
         counts = StepCounts()
         trainer = one_device_trainer(steps, [counts], tmp_path)

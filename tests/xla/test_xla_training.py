@@ -49,6 +49,18 @@ def test_training_steps_compile_nothing_and_sync_nothing_after_warm_up(
     assert after_warm_up(run) == (0, 0)
 
 
+def test_a_mean_pooled_head_keeps_one_shape_and_syncs_nothing_after_warm_up(
+    train_on_xla: Train,
+) -> None:
+    # Each segment's mean is a scatter and an index_add over the whole batch's tokens: no
+    # shape follows the data, and an op run on the host instead would sync every step.
+    run = train_on_xla(steps=STEPS, model_options={"pooling": "mean"})
+    assert run.trainer.lightning_module.hparams["pooling"] == "mean"
+    assert {(step.rows, step.seq_length) for step in run.steps} == {(2, run.data.max_length)}
+    assert after_warm_up(run) == (0, 0)
+    assert math.isfinite(float(run.trainer.callback_metrics["train/loss"]))
+
+
 def test_unpacked_batches_are_padded_to_max_length_and_compile_nothing_after_warm_up(
     train_on_xla: Train,
 ) -> None:
