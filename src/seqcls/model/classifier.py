@@ -5,7 +5,6 @@ from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
 from transformers import AutoModelForSequenceClassification
@@ -21,11 +20,10 @@ from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.model.calibration import Calibration
 from seqcls.model.cpu_dropout import use_cpu_dropout
-from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
-from seqcls.model.mean_pooling import Pooling, resolve_pooling, use_pooling
+from seqcls.model.mean_pooling import Pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
@@ -179,14 +177,10 @@ class SequenceClassifier(pl.LightningModule):
             ignore_mismatched_sizes=True,
         )
         reinitialise_top_layers(self.model, reinit_layers)
-        chosen = resolve_pooling(self.model, model_name_or_path, pooling)
-        self.hparams["pooling"] = chosen  # what trained, for the checkpoint and the model card
-        use_pooling(self.model, chosen)
-        mean = chosen == "mean"
-        if mean:
-            rank_zero_info("The head reads the mean of each row's tokens (--model.pooling)")
-        if resolve_first_token_only(self.model, last_layer_first_token_only, every_token=mean):
-            compute_last_layer_for_first_token(self.model)
+        # What trained, for the checkpoint and the model card.
+        self.hparams["pooling"] = set_up_head_input(
+            self.model, model_name_or_path, pooling, last_layer_first_token_only
+        )
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
         names = metric_names(metrics, problem_type)

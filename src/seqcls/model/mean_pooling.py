@@ -27,13 +27,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor
 from torch.nn import Module
 from transformers import PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.errors import ConfigurationError
-from seqcls.model.first_token import FIRST_TOKEN_MODEL_TYPES
+from seqcls.model.first_token import (
+    FIRST_TOKEN_MODEL_TYPES,
+    compute_last_layer_for_first_token,
+    resolve_first_token_only,
+)
 from seqcls.model.pretrained import base_encoder
 
 Pooling = Literal["auto", "first_token", "mean"]
@@ -107,6 +112,23 @@ def use_pooling(model: PreTrainedModel, pooling: Literal["first_token", "mean"])
     if pooling == "mean":
         pool_by_mean(model)
     setattr(model.config, CONFIG_KEY, pooling)
+
+
+def set_up_head_input(
+    model: PreTrainedModel,
+    name_or_path: str,
+    pooling: Pooling | None,
+    first_token_only: bool | None,
+) -> Literal["first_token", "mean"]:
+    """Make ``model``'s head read what ``--model.pooling`` says, and cut its last layer to the
+    first token where that is all the head reads (``first_token.py``); the pooling chosen."""
+    chosen = resolve_pooling(model, name_or_path, pooling)
+    use_pooling(model, chosen)
+    if chosen == "mean":
+        rank_zero_info("The head reads the mean of each row's tokens (--model.pooling)")
+    if resolve_first_token_only(model, first_token_only, every_token=chosen == "mean"):
+        compute_last_layer_for_first_token(model)
+    return chosen
 
 
 def pools_by_mean(model: Module) -> bool:
