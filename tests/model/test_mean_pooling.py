@@ -18,6 +18,7 @@ from test_packed_forward import (
     rows,
     tiny_model,
 )
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput
 
@@ -208,3 +209,24 @@ def test_the_classifier_pools_a_sentence_encoder_by_mean(tiny_bert: Path, tmp_pa
     assert not pools_by_mean(by_default.model)
     assert cuts_last_layer(by_default.model)
     assert by_default.model.config.seqcls_pooling == "first_token"
+
+
+def test_bf16_activations_are_summed_in_fp32() -> None:
+    """A CUDA index_add in bf16 adds in bf16 (a CPU one happens not to): the sums the means
+    come from run in fp32 whatever the activations' precision, and the means go back."""
+    summed: list[torch.dtype] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+            if func.overloadpacket == torch.ops.aten.index_add:
+                summed.append(args[0].dtype)
+            return func(*args, **(kwargs or {}))
+
+    segment_ids = torch.ones(1, 8, dtype=torch.long)
+    hidden = torch.randn(1, 8, 4).to(torch.bfloat16)
+    with Record(), averaging_segments(segment_ids, torch.tensor([0]), torch.tensor([0])):
+        output = _replace_by_means(None, (), BaseModelOutput(last_hidden_state=hidden))
+    assert summed == [torch.float32, torch.float32]  # the sums, and the token counts
+    assert output.last_hidden_state.dtype == torch.bfloat16
+    expected = hidden.double().mean(dim=1, keepdim=True).to(torch.bfloat16)
+    torch.testing.assert_close(output.last_hidden_state, expected)

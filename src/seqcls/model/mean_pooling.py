@@ -174,10 +174,12 @@ def _replace_by_means(module: Module, args: Any, output: Any) -> Any:
     token_rows, count = _TOKEN_ROWS.get() or _token_rows_from_mask(
         _ATTENTION_MASK.get(), hidden.shape
     )
-    flat = hidden.reshape(-1, hidden.shape[-1])
+    # Summed in fp32 whatever the activations' precision: a bf16 sum of 128 tokens would
+    # round away the low bits of each.
+    flat = hidden.reshape(-1, hidden.shape[-1]).float()
     sums = flat.new_zeros(count + 1, flat.shape[-1]).index_add(0, token_rows, flat)
     tokens = flat.new_zeros(count + 1).index_add(0, token_rows, flat.new_ones(len(flat)))
-    means = sums[:count] / tokens[:count, None].clamp(min=1)
+    means = (sums[:count] / tokens[:count, None].clamp(min=1)).to(hidden.dtype)
     output["last_hidden_state"] = means.unsqueeze(1)
     # DeBERTa's base model reads the last of all layers' states, not the last state.
     if output.get("hidden_states") is not None:
