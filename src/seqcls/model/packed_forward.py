@@ -6,16 +6,18 @@ Packing is exact only if every segment computes what it would alone:
   embeddings start after ``padding_idx``), which is read off the model, not guessed;
 - token type ids are each segment's own (the collator lays them out);
 - the head reads each segment's first token: the last layer, cut to the first token
-  (``first_token.py``), computes exactly those tokens, one row each, in row order.
+  (``first_token.py``), computes exactly those tokens, one row each, in row order; or, with a
+  mean-pooled head (``mean_pooling.py``), the encoder's output becomes each segment's mean over
+  its own tokens, one row each, in row order.
 The loss is then the model's own mean over the batch's rows, as without packing.
 
 Models take the block mask in one of two ways: as a 4-D boolean mask in place of the padding
 mask (models built on transformers' mask utilities), or as a 3-D mask given to the encoder,
 the padding mask going to the embeddings (DeBERTa). Which one a model takes, and whether it
 takes either, is checked once, numerically, against separate forwards of a few random rows.
-A model that fails (or whose last layer is not cut, or that recomputes activations in the
-backward pass) runs packed batches unpacked, in today's length-sorted sub-batches: the same
-logits and loss, without the speed.
+A model that fails (or whose last layer is neither cut nor mean-pooled, or that recomputes
+activations in the backward pass) runs packed batches unpacked, in today's length-sorted
+sub-batches: the same logits and loss, without the speed.
 """
 
 import inspect
@@ -69,8 +71,8 @@ class PackedForward:
     """Runs packed batches through ``model``: packed where the model is served, else unpacked.
 
     Args:
-        model: A sequence classifier, its last layer already cut to the first token (else
-            packed batches always run unpacked).
+        model: A sequence classifier, its last layer already cut to the first token or its
+            head already mean-pooled (else packed batches always run unpacked).
     """
 
     def __init__(self, model: PreTrainedModel) -> None:
