@@ -51,6 +51,20 @@ class Calibration:
         return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})
 
 
+def calibrated_scores(
+    logits: torch.Tensor, problem_type: str, calibration: Calibration | None
+) -> torch.Tensor:
+    """Class probabilities (the logits divided by the temperature first), per-label
+    probabilities (multi-label), or the predicted value (regression)."""
+    logits = logits.float()
+    if problem_type == "regression":
+        return logits.squeeze(-1)
+    if problem_type == "multi_label_classification":
+        return logits.sigmoid()
+    temperature = calibration.temperature if calibration else 1.0
+    return (logits / temperature).softmax(dim=-1)
+
+
 @dataclass
 class Fitted:
     """A calibration fitted on validation rows, with the evidence for it."""

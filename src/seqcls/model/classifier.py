@@ -18,7 +18,7 @@ from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling, pool_windows
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
-from seqcls.model.calibration import Calibration
+from seqcls.model.calibration import Calibration, calibrated_scores
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
@@ -279,12 +279,7 @@ class SequenceClassifier(pl.LightningModule):
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
         """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
-        logits = logits.float()
-        if self.labels.problem_type == "regression":
-            return logits.squeeze(-1)
-        if self.labels.problem_type == "multi_label_classification":
-            return logits.sigmoid()
-        return (logits / self.temperature).softmax(dim=-1)
+        return calibrated_scores(logits, self.labels.problem_type, self.calibration)
 
     @property
     def temperature(self) -> float:

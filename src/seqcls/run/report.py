@@ -153,7 +153,7 @@ class EvaluationReport(pl.Callback):
         for prefix, rows in self._rows.items():
             ece = {"ece": expected_calibration_error(rows.logits.softmax(-1), rows.targets)}
             if pl_module.temperature != 1.0:
-                calibrated = (rows.logits / pl_module.temperature).softmax(-1)
+                calibrated = pl_module.scores(rows.logits)  # divided by the temperature
                 ece["ece_calibrated"] = expected_calibration_error(calibrated, rows.targets)
             for name, value in ece.items():
                 # The same value on every rank: the rows were gathered.
