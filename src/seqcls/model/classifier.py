@@ -7,7 +7,6 @@ import pytorch_lightning as pl
 import torch
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
-from transformers import AutoModelForSequenceClassification
 from transformers.loss.loss_utils import ForSequenceClassificationLoss
 
 from seqcls.data.columns import INDEX, LABELS
@@ -20,6 +19,7 @@ from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.model.calibration import Calibration, calibrated_scores
 from seqcls.model.cpu_dropout import use_cpu_dropout
+from seqcls.model.label_layer import load_classifier
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
@@ -27,7 +27,6 @@ from seqcls.model.mean_pooling import Pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.pretrained import load_for_training
 from seqcls.model.xla_attention import use_device_side_attention_mask
 
 
@@ -148,7 +147,7 @@ class SequenceClassifier(pl.LightningModule):
         self.labels = LabelSpace(problem_type, tuple(label_names))
         if learning_rate is None:
             learning_rate = default_learning_rate(problem_type)
-            # What trained, for the checkpoint and the model card.
+            # What trained (this and pooling), for the checkpoint and the model card.
             self.hparams["learning_rate"] = learning_rate
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
@@ -165,19 +164,10 @@ class SequenceClassifier(pl.LightningModule):
         # What predict applies on top of the logits: set after fit, or read from the run's
         # exported model (see run/report.py); none until then.
         self.calibration: Calibration | None = None
-        self.model = load_for_training(
-            AutoModelForSequenceClassification,
-            model_name_or_path,
-            gradient_checkpointing=gradient_checkpointing,
-            num_labels=self.labels.num_outputs,
-            problem_type=problem_type,
-            id2label=dict(enumerate(label_names)),
-            label2id={name: index for index, name in enumerate(label_names)},
-            # A checkpoint fine-tuned on other labels keeps its encoder, gets a new head.
-            ignore_mismatched_sizes=True,
+        self.model = load_classifier(
+            model_name_or_path, self.labels, gradient_checkpointing=gradient_checkpointing
         )
         reinitialise_top_layers(self.model, reinit_layers)
-        # What trained, for the checkpoint and the model card.
         self.hparams["pooling"] = set_up_head_input(
             self.model, model_name_or_path, pooling, last_layer_first_token_only
         )

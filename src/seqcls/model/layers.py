@@ -80,6 +80,11 @@ def reinitialise_top_layers(model: PreTrainedModel, count: int) -> None:
     above = {id(p) for p in parameter_depths(model).by_depth[-1]}
     modules: list[Module] = list(layers[len(layers) - count :])
     modules += [m for m in model.base_model.modules() if any(id(p) in above for p in _own(m))]
+    reinitialise(model, modules)
+
+
+def reinitialise(model: PreTrainedModel, modules: list[Module]) -> None:
+    """Give ``modules`` of ``model`` the architecture's own fresh initialisation."""
     for module in modules:
         for parameter in module.parameters():
             # from_pretrained marks loaded weights as initialised, and transformers' init

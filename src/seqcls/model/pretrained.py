@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 from torch.nn import Embedding, Module
-from transformers import PreTrainedModel
+from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.errors import unloadable
@@ -32,6 +32,14 @@ def load_for_training(
     if gradient_checkpointing:
         enable_gradient_checkpointing(model)
     return model
+
+
+def checkpoint_config(name_or_path: str) -> PretrainedConfig:
+    """The checkpoint's own config, before any option of this run overrides it."""
+    try:
+        return AutoConfig.from_pretrained(local_model_dir(name_or_path, default_cache_dir()))
+    except (OSError, ValueError) as error:
+        raise unloadable("--model.model_name_or_path", name_or_path, error) from None
 
 
 def base_encoder(model: PreTrainedModel) -> Module | None:

@@ -1,0 +1,150 @@
+"""The label layer of a classifier started from another classifier: its rows follow the names.
+
+Fine-tuning from a model that is itself a fine-tuned classifier (an intermediate task, such as
+MNLI before RTE; or more training of one's own model) meets a trap in transformers: it keeps
+the checkpoint's head whenever its size fits, whatever its labels mean. A sentiment model's
+``[negative, positive]`` rows would start an entailment task as ``[entailment,
+not_entailment]``, and a model saved with the same labels in another order would start with
+its classes swapped. Here the label layer (the head's last linear layer, one row per label) is:
+
+- **kept** where the checkpoint's labels are this run's, in the same order;
+- **reordered** where they are the same names in another order;
+- **kept by position** where the checkpoint's labels carry no names (transformers'
+  ``LABEL_0``, ``LABEL_1``, ...) and their count is this run's, or both sides are regressions;
+- **new** (the architecture's own initialisation) otherwise: other names, another count, or a
+  regression on one side only.
+
+The rest of the model, the head's other layers included (RoBERTa's dense layer, DeBERTa's
+pooler), is the checkpoint's, as transformers loads it.
+"""
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.nn import Linear
+from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
+
+from seqcls.data.labels import LabelSpace
+from seqcls.model.layers import reinitialise
+from seqcls.model.pretrained import checkpoint_config, load_for_training
+
+log = logging.getLogger(__name__)
+
+# transformers' names for labels nobody named.
+UNNAMED = re.compile(r"LABEL_\d+")
+
+Source = Literal["new", "kept", "kept by position", "reordered"]
+
+
+@dataclass(frozen=True)
+class LabelLayerPlan:
+    """Where the label layer's rows come from, and why (the line the run logs)."""
+
+    source: Source
+    reason: str = ""
+    order: tuple[int, ...] = ()  # reordered: the checkpoint's row for each of this run's labels
+
+
+def load_classifier(
+    name_or_path: str, labels: LabelSpace, *, gradient_checkpointing: bool = False
+) -> PreTrainedModel:
+    """A sequence classifier for ``labels`` from ``name_or_path``, in training mode: the
+    checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``)."""
+    model = load_for_training(
+        AutoModelForSequenceClassification,
+        name_or_path,
+        gradient_checkpointing=gradient_checkpointing,
+        num_labels=labels.num_outputs,
+        problem_type=labels.problem_type,
+        id2label=dict(enumerate(labels.names)),
+        label2id={name: row for row, name in enumerate(labels.names)},
+        # A layer of another size is made new here; set_up_label_layer sees to the rest.
+        ignore_mismatched_sizes=True,
+    )
+    where = f"--model.model_name_or_path {name_or_path}"
+    set_up_label_layer(model, checkpoint_config(name_or_path), labels, where)
+    return model
+
+
+def checkpoint_labels(config: PretrainedConfig) -> list[str] | None:
+    """The labels a checkpoint's classification head was trained on, in row order; None
+    when the checkpoint has no such head (a base model, a masked LM)."""
+    architectures = config.architectures or []
+    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+        return None
+    id2label = {int(key): str(name) for key, name in (config.id2label or {}).items()}
+    return [id2label.get(row, f"LABEL_{row}") for row in range(int(config.num_labels or 0))]
+
+
+def plan_label_layer(config: PretrainedConfig, labels: LabelSpace) -> LabelLayerPlan:
+    """What to do with the label layer of the checkpoint ``config`` describes, for ``labels``."""
+    old = checkpoint_labels(config)
+    if old is None:
+        return LabelLayerPlan("new")
+    new = list(labels.names)
+    was_regression = config.problem_type == "regression" or (
+        config.num_labels == 1 and config.problem_type is None
+    )
+    is_regression = labels.problem_type == "regression"
+    described = f"a classifier of [{', '.join(old)}]"
+    if was_regression or is_regression:
+        if was_regression and is_regression:
+            return LabelLayerPlan("kept by position", "a regression, as this run is")
+        what = "a regression" if was_regression else described
+        return LabelLayerPlan("new", f"{what}, and this run is {_problem(labels)}")
+    if old == new:
+        return LabelLayerPlan("kept", f"{described}, the labels of this run")
+    if sorted(old) == sorted(new):
+        order = tuple(old.index(name) for name in new)
+        return LabelLayerPlan(
+            "reordered", f"{described}, this run's labels in another order", order
+        )
+    if len(old) == len(new) and all(UNNAMED.fullmatch(name) for name in old):
+        return LabelLayerPlan("kept by position", f"{described}: unnamed, as many as this run's")
+    return LabelLayerPlan("new", f"{described}, and this run's labels are [{', '.join(new)}]")
+
+
+def set_up_label_layer(
+    model: PreTrainedModel, config: PretrainedConfig, labels: LabelSpace, where: str
+) -> LabelLayerPlan:
+    """Apply ``plan_label_layer`` to ``model``, loaded from the checkpoint ``config`` describes
+    with ``ignore_mismatched_sizes`` (so a layer of another size is already new); log it."""
+    plan = plan_label_layer(config, labels)
+    layer = label_layer(model, labels.num_outputs)
+    if layer is not None and plan.source == "reordered":
+        rows = torch.tensor(plan.order)
+        with torch.no_grad():
+            layer.weight.copy_(layer.weight[rows])
+            if layer.bias is not None:
+                layer.bias.copy_(layer.bias[rows])
+    elif layer is not None and plan.source == "new" and config.num_labels == labels.num_outputs:
+        # The same size: transformers loaded the checkpoint's rows, which mean other labels.
+        reinitialise(model, [layer])
+    if plan.reason:
+        action = {"new": "a new label layer", "kept": "its label layer is kept"}.get(
+            plan.source, f"its label layer is {plan.source}"
+        )
+        log.info("%s is %s: %s", where, plan.reason, action)
+    return plan
+
+
+def label_layer(model: PreTrainedModel, outputs: int) -> Linear | None:
+    """The head's last linear layer with one output per label, outside the base model."""
+    prefix = model.base_model_prefix
+    layers = [
+        module
+        for name, module in model.named_modules()
+        if isinstance(module, Linear)
+        and module.out_features == outputs
+        and name.split(".")[0] != prefix
+    ]
+    return layers[-1] if layers else None
+
+
+def _problem(labels: LabelSpace) -> str:
+    if labels.problem_type == "regression":
+        return "a regression"
+    return f"a classifier of [{', '.join(labels.names)}]"
