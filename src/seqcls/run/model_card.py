@@ -57,6 +57,7 @@ class ModelCard:
     datasets: list[str] = field(default_factory=list)  # hub ids
     data_files: dict[str, str] = field(default_factory=dict)  # key -> file name
     license: str | None = None
+    base_model_origin: str | None = None  # what the base model was fine-tuned from, if anything
 
     def metadata(self) -> dict[str, Any]:
         # The task's metrics, as the data named them; else every validation metric but the loss.
@@ -93,9 +94,15 @@ class ModelCard:
             f"`{name}` ({key.removesuffix('_file')})" for key, name in self.data_files.items()
         )
         task = f" for {self.problem_type.replace('_', ' ')}" if self.problem_type else ""
+        origin = (
+            f" `{self.base_model}` was itself fine-tuned from `{self.base_model_origin}`."
+            if self.base_model_origin
+            else ""
+        )
         return (
             f"`{self.base_model}` trained{task} on {data or 'the data in the config below'} "
             f"with `{self.command}` (seqcls: Hugging Face models trained with PyTorch Lightning)."
+            f"{origin}"
         )
 
     def _labels(self) -> str:
@@ -147,20 +154,20 @@ def describe_hardware(trainer: pl.Trainer) -> str:
     return f"{trainer.num_nodes} node(s) x {device}, precision {trainer.precision}"
 
 
-def base_model_license(base_model: str) -> str | None:
-    """The ``license`` of a local base model's own card, if it has one."""
+def base_model_card(base_model: str) -> dict[str, Any]:
+    """The metadata of a local base model's own card (its ``license``; for a model fine-tuned
+    by seqcls, its own ``base_model``); empty where there is none."""
     card = Path(base_model) / README
     if is_remote(base_model) or not card.is_file():
-        return None
+        return {}
     text = card.read_text(encoding="utf-8", errors="replace")
     if not text.startswith("---"):
-        return None
+        return {}
     try:
         meta = yaml.safe_load(text.split("---", 2)[1])
     except yaml.YAMLError:
-        return None
-    license_id = meta.get("license") if isinstance(meta, dict) else None
-    return str(license_id) if license_id else None
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def model_card(
@@ -176,6 +183,7 @@ def model_card(
 ) -> ModelCard:
     """The card of the model that ``config`` trained on ``trainer``."""
     base_model = str(config.model.model_name_or_path)
+    base = base_model_card(base_model)
     recipe = {}
     for name, section, key in RECIPE_KEYS:
         value = config[section].get(key)
@@ -204,7 +212,8 @@ def model_card(
         problem_type=hparams.get("problem_type"),
         datasets=hub,
         data_files=files,
-        license=base_model_license(base_model),
+        license=str(base["license"]) if base.get("license") else None,
+        base_model_origin=str(base["base_model"]) if base.get("base_model") else None,
     )
 
 
