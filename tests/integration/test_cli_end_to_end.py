@@ -84,7 +84,11 @@ def test_tensorboard_has_loss_learning_rate_and_validation_metrics(run: Path) ->
 def test_metrics_file_matches_the_best_checkpoint(run: Path) -> None:
     metrics = json.loads((run / "metrics.json").read_text())
     calibration = {"ece", "temperature", "ece_calibrated"}  # see test_report.py
-    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss", *calibration}
+    majority = {"majority_class_accuracy", "largest_predicted_share"}  # see test_failed_run.py
+    assert set(metrics["validation"]) == {"accuracy", "macro_f1", "loss", *calibration, *majority}
+    labels = [row["label"] for row in read_rows(SAMPLE / "validation.csv")]
+    shares = [labels.count(name) / len(labels) for name in LABELS]
+    assert metrics["validation"]["majority_class_accuracy"] == pytest.approx(max(shares))
     best = torch.load(best_checkpoint(run), weights_only=True)
     assert metrics["best"] == {"epoch": best["epoch"], "step": best["global_step"]}
 
@@ -115,7 +119,10 @@ def test_test_subcommand_writes_test_metrics(run: Path, tmp_path: Path) -> None:
         "--trainer.default_root_dir", str(out),
     ])  # fmt: skip
     test_metrics = json.loads((out / "metrics.json").read_text())["test"]
-    assert set(test_metrics) == {"accuracy", "macro_f1", "loss", "ece", "ece_calibrated"}
+    assert set(test_metrics) == {
+        "accuracy", "macro_f1", "loss", "ece", "ece_calibrated",
+        "majority_class_accuracy", "largest_predicted_share",
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")

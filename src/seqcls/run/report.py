@@ -2,12 +2,14 @@
 
 Each evaluated row's index, logits and target are kept and gathered from every process in
 input order, each row once (a distributed sampler's padding repeats some), so the report and
-the expected calibration error (ECE, logged as ``SPLIT/ece``) are exact under DDP.
+the expected calibration error (ECE, logged as ``SPLIT/ece``) are exact under DDP, as are the
+majority class's accuracy on the same rows and the largest share of rows given one label
+(single-label classes: ``SPLIT/majority_class_accuracy``, ``SPLIT/largest_predicted_share``).
 
 - ``fit`` keeps the rows of the validation that scored the best checkpoint, the one exported
   to ``model/``. At the end it fits the calibration on them (``--model.calibrate``), which the
   export saves with the model, writes ``report/validation/`` and adds the temperature and the
-  calibrated ECE to ``metrics.json``.
+  calibrated ECE to ``metrics.json``, and warns where the run failed (``failed_run.py``).
 - ``validate`` and ``test`` write the report of what they measured into their run directory,
   and (like ``predict``) apply the calibration saved with the model they evaluate.
 """
@@ -37,6 +39,7 @@ from seqcls.model.calibration import (
 )
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.failed_run import against_majority
 from seqcls.run.outputs import METRICS_FILE, gather_in_input_order, split_name
 from seqcls.run.report_files import Rows, Texts, write_report
 from seqcls.run.report_pictures import figure_pixels
@@ -89,12 +92,12 @@ class EvaluationReport(pl.Callback):
         self._rows = {
             prefixes[i]: self._gather(trainer, pl_module, i) for i in sorted(self._outputs)
         }
-        self._log_ece(pl_module)
+        self._log_row_metrics(pl_module)
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: Any) -> None:
         if isinstance(pl_module, SequenceClassifier) and self._outputs:
             self._rows = {"test": self._gather(trainer, pl_module, 0)}
-            self._log_ece(pl_module)
+            self._log_row_metrics(pl_module)
 
     # Writing the report.
 
@@ -113,13 +116,17 @@ class EvaluationReport(pl.Callback):
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._best or not isinstance(pl_module, SequenceClassifier):
             return
+        first = self._best[next(iter(self._best))]  # calibrated on the first validation set
         if pl_module.calibrate:
-            first = self._best[next(iter(self._best))]  # calibrated on the first validation set
             self._fitted = fit_calibration(
                 pl_module.labels.problem_type, first.logits, first.targets
             )
             # Exported with the model by ExportBestModel, which runs next.
             pl_module.calibration = self._fitted.calibration
+        if pl_module.labels.problem_type == "single_label_classification":
+            measured = against_majority(pl_module.labels, first.logits, first.targets)
+            if measured.failed and trainer.is_global_zero:
+                log.warning(measured.warning())
         self._write(trainer, pl_module, self._best)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -147,7 +154,8 @@ class EvaluationReport(pl.Callback):
             targets = targets.squeeze(-1)
         return Rows(index.cpu(), logits, targets)
 
-    def _log_ece(self, pl_module: SequenceClassifier) -> None:
+    def _log_row_metrics(self, pl_module: SequenceClassifier) -> None:
+        """Single-label: the ECE, and the majority class's accuracy on the same rows."""
         if pl_module.labels.problem_type != "single_label_classification":
             return
         for prefix, rows in self._rows.items():
@@ -155,6 +163,7 @@ class EvaluationReport(pl.Callback):
             if pl_module.temperature != 1.0:
                 calibrated = pl_module.scores(rows.logits)  # divided by the temperature
                 ece["ece_calibrated"] = expected_calibration_error(calibrated, rows.targets)
+            ece |= against_majority(pl_module.labels, rows.logits, rows.targets).metrics()
             for name, value in ece.items():
                 # The same value on every rank: the rows were gathered.
                 pl_module.log(f"{prefix}/{name}", value, sync_dist=True, add_dataloader_idx=False)
