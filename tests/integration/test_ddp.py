@@ -113,7 +113,10 @@ def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run
         "--trainer.default_root_dir", str(ddp_run / "validate-one"),
     ])  # fmt: skip
     one = validation_metrics(ddp_run / "validate-one")
-    assert set(one) == {"accuracy", "macro_f1", "loss", "ece", "ece_calibrated"}
+    assert set(one) == {
+        "accuracy", "macro_f1", "loss", "ece", "ece_calibrated",
+        "majority_class_accuracy", "largest_predicted_share",
+    }  # fmt: skip
     # The fit's own end-of-epoch validation (2 processes) scored the same weights; its
     # temperature was fitted on the 99 rows gathered from both processes.
     for measured in (validation_metrics(ddp_run / "validate-ddp"), validation_metrics(run)):
