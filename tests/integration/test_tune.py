@@ -128,6 +128,7 @@ def test_the_same_command_resumes_and_adds_only_the_missing_trials(
     assert "over 2 seed(s)" in seeds
     assert "| val/accuracy | " in seeds
     assert " ± " in seeds
+    assert "Failed runs, no better than the majority class: " in seeds
     for seed in (42, 43):
         config = yaml.safe_load((run / "seeds" / f"seed-{seed}" / "config.yaml").read_text())
         assert config["seed_everything"] == seed

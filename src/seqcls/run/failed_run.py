@@ -27,7 +27,7 @@ class AgainstMajority:
     @property
     def failed(self) -> bool:
         """No better than always answering the majority class (Mosbach et al.'s failed run)."""
-        return self.accuracy <= self.majority_class_accuracy
+        return is_failed(self.accuracy, self.majority_class_accuracy)
 
     def metrics(self) -> dict[str, float]:
         return {
@@ -43,6 +43,11 @@ class AgainstMajority:
             f"{self.largest_predicted_share:.0%} of the rows get one label. Try another "
             "--seed_everything or a lower --model.learning_rate (docs/tuning.md)"
         )
+
+
+def is_failed(accuracy: float, majority_class_accuracy: float) -> bool:
+    """Whether a run scoring ``accuracy`` failed, where the majority class scores the other."""
+    return accuracy <= majority_class_accuracy
 
 
 def against_majority(

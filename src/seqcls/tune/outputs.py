@@ -5,7 +5,8 @@
 - ``trials.csv`` and ``trials.md``: one row per trial (state, metric, parameters, run directory);
 - ``importance.png``: how much each parameter moved the metric (Optuna's PED-ANOVA);
 - ``logs/``: TensorBoard's HPARAMS view of every finished trial;
-- ``seeds.md``: the best parameters re-run over several seeds, as mean ± std.
+- ``seeds.md``: the best parameters re-run over several seeds, as mean ± std, and how many
+  of those runs failed (no better than the majority class).
 """
 
 import csv
@@ -24,10 +25,13 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import write_text
+from seqcls.run.failed_run import is_failed
 from seqcls.tune.space import nested
 
 log = logging.getLogger(__name__)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+# What seeds.md judges a failed run by (run/failed_run.py), as seed_values names them.
+ACCURACY, MAJORITY = "val/accuracy", "val/majority_class_accuracy"
 
 
 def best_yaml(study: optuna.Study, metric: str, command: str, path: str) -> str | None:
@@ -149,6 +153,18 @@ def seeds_summary(results: Mapping[int, Mapping[str, float]], metric: str) -> st
         cells = [f"{results[s][name]:.4f}" if name in results[s] else "" for s in results]
         mean = statistics.fmean(values)
         lines.append(f"| {name} | {mean:.4f} ± {spread:.4f} | " + " | ".join(cells) + " |")
+    judged = {
+        seed: is_failed(values[ACCURACY], values[MAJORITY])
+        for seed, values in results.items()
+        if ACCURACY in values and MAJORITY in values
+    }
+    if judged:
+        failed = [str(seed) for seed, did in judged.items() if did]
+        lines += [
+            "",
+            f"Failed runs, no better than the majority class: {len(failed)} of {len(judged)}"
+            + (f" (seed {', '.join(failed)})" if failed else ""),
+        ]
     return "\n".join(lines) + "\n"
 
 
