@@ -164,3 +164,23 @@ def test_a_base_model_logs_nothing(tiny_bert: Path, caplog: pytest.LogCaptureFix
     with caplog.at_level(logging.INFO, logger="seqcls.model.label_layer"):
         loaded(tiny_bert, ["a", "b"])
     assert not [record for record in caplog.records if record.name.endswith("label_layer")]
+
+
+def test_reordered_labels_reorder_a_multi_label_models_saved_thresholds(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    model = AutoModelForSequenceClassification.from_pretrained(
+        tiny_bert,
+        num_labels=3,
+        problem_type="multi_label_classification",
+        id2label=dict(enumerate(["sports", "politics", "science"])),
+        label2id={"sports": 0, "politics": 1, "science": 2},
+    )
+    model.config.seqcls_calibration = {"temperature": 1.0, "thresholds": [0.2, 0.5, 0.8]}
+    model.save_pretrained(tmp_path)
+    labels = ["politics", "science", "sports"]
+    module = SequenceClassifier(
+        str(tmp_path), label_names=labels, problem_type="multi_label_classification"
+    )
+    saved = module.model.config.seqcls_calibration["thresholds"]
+    assert dict(zip(labels, saved, strict=True)) == {"sports": 0.2, "politics": 0.5, "science": 0.8}

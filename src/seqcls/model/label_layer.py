@@ -28,6 +28,7 @@ from torch.nn import Linear
 from transformers import AutoModelForSequenceClassification, PretrainedConfig, PreTrainedModel
 
 from seqcls.data.labels import LabelSpace
+from seqcls.model.calibration import CONFIG_KEY as CALIBRATION_KEY
 from seqcls.model.layers import reinitialise
 from seqcls.model.pretrained import checkpoint_config, load_for_training
 
@@ -120,6 +121,10 @@ def set_up_label_layer(
             layer.weight.copy_(layer.weight[rows])
             if layer.bias is not None:
                 layer.bias.copy_(layer.bias[rows])
+        # A multi-label model's saved decision thresholds are in label order too.
+        saved = getattr(model.config, CALIBRATION_KEY, None)
+        if isinstance(saved, dict) and len(saved.get("thresholds") or []) == len(plan.order):
+            saved["thresholds"] = [saved["thresholds"][row] for row in plan.order]
     elif layer is not None and plan.source == "new" and config.num_labels == labels.num_outputs:
         # The same size: transformers loaded the checkpoint's rows, which mean other labels.
         reinitialise(model, [layer])
