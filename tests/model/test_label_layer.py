@@ -184,3 +184,13 @@ def test_reordered_labels_reorder_a_multi_label_models_saved_thresholds(
     )
     saved = module.model.config.seqcls_calibration["thresholds"]
     assert dict(zip(labels, saved, strict=True)) == {"sports": 0.2, "politics": 0.5, "science": 0.8}
+
+
+def test_a_head_without_a_label_layer_to_find_is_left_as_loaded_and_says_so(
+    fine_tuned: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("seqcls.model.label_layer.label_layer", lambda model, outputs: None)
+    with caplog.at_level(logging.WARNING, logger="seqcls.model.label_layer"):
+        model = loaded(fine_tuned, ["contradiction", "entailment", "neutral"]).model
+    torch.testing.assert_close(logits(model), logits(source_model(fine_tuned)), rtol=0, atol=0)
+    assert any("no label layer found" in message for message in caplog.messages)

@@ -114,26 +114,35 @@ def set_up_label_layer(
     """Apply ``plan_label_layer`` to ``model``, loaded from the checkpoint ``config`` describes
     with ``ignore_mismatched_sizes`` (so a layer of another size is already new); log it."""
     plan = plan_label_layer(config, labels)
-    layer = label_layer(model, labels.num_outputs)
-    if layer is not None and plan.source == "reordered":
-        rows = torch.tensor(plan.order)
-        with torch.no_grad():
-            layer.weight.copy_(layer.weight[rows])
-            if layer.bias is not None:
-                layer.bias.copy_(layer.bias[rows])
-        # A multi-label model's saved decision thresholds are in label order too.
-        saved = getattr(model.config, CALIBRATION_KEY, None)
-        if isinstance(saved, dict) and len(saved.get("thresholds") or []) == len(plan.order):
-            saved["thresholds"] = [saved["thresholds"][row] for row in plan.order]
-    elif layer is not None and plan.source == "new" and config.num_labels == labels.num_outputs:
-        # The same size: transformers loaded the checkpoint's rows, which mean other labels.
-        reinitialise(model, [layer])
+    # A new layer of another size is transformers' doing already; of the same size, transformers
+    # loaded the checkpoint's rows, which mean other labels.
+    stale = plan.source == "new" and bool(plan.reason) and config.num_labels == labels.num_outputs
+    if plan.source == "reordered" or stale:
+        layer = label_layer(model, labels.num_outputs)
+        if layer is None:
+            log.warning("%s: no label layer found in %s; its head is as loaded", where, type(model))
+        elif stale:
+            reinitialise(model, [layer])
+        else:
+            _reorder(model, layer, plan.order)
     if plan.reason:
         action = {"new": "a new label layer", "kept": "its label layer is kept"}.get(
             plan.source, f"its label layer is {plan.source}"
         )
         log.info("%s is %s: %s", where, plan.reason, action)
     return plan
+
+
+def _reorder(model: PreTrainedModel, layer: Linear, order: tuple[int, ...]) -> None:
+    rows = torch.tensor(order)
+    with torch.no_grad():
+        layer.weight.copy_(layer.weight[rows])
+        if layer.bias is not None:
+            layer.bias.copy_(layer.bias[rows])
+    # A multi-label model's saved decision thresholds are in label order too.
+    saved = getattr(model.config, CALIBRATION_KEY, None)
+    if isinstance(saved, dict) and len(saved.get("thresholds") or []) == len(order):
+        saved["thresholds"] = [saved["thresholds"][row] for row in order]
 
 
 def label_layer(model: PreTrainedModel, outputs: int) -> Linear | None:

@@ -3,9 +3,9 @@
 Fine-tuning on a few thousand rows fails on some seeds: the model settles on one label, and its
 accuracy is the majority class's (Mosbach et al. 2021, "On the stability of fine-tuning BERT",
 call such a run failed). Its metrics alone do not say so: 0.53 on RTE reads like a weak model,
-not a broken one. So a fit with single-label classes adds to ``metrics.json``, for the weights
-it exported, the majority class's accuracy on the same validation rows and the largest share
-of rows given one label, and warns when the run failed.
+not a broken one. So every evaluation of single-label classes logs, beside its metrics, the
+majority class's accuracy on the same rows and the largest share of rows given one label
+(``run/report.py``), and a fit whose exported model failed ends with a warning.
 """
 
 from dataclasses import dataclass
@@ -17,7 +17,7 @@ from seqcls.data.labels import LabelSpace
 
 @dataclass(frozen=True)
 class AgainstMajority:
-    """The exported weights' accuracy on the validation rows, against the commonest label's."""
+    """A model's accuracy on some rows, against always answering their commonest label."""
 
     accuracy: float
     majority_class_accuracy: float
