@@ -45,7 +45,7 @@ class LabelLayerPlan:
     """Where the label layer's rows come from, and why (the line the run logs)."""
 
     source: Source
-    reason: str = ""
+    reason: str = ""  # empty where the checkpoint had no classification head to follow
     order: tuple[int, ...] = ()  # reordered: the checkpoint's row for each of this run's labels
 
 

@@ -8,11 +8,19 @@ majority class's accuracy on the same rows and the largest share of rows given o
 (``run/report.py``), and a fit whose exported model failed ends with a warning.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 from seqcls.data.labels import LabelSpace
+
+# The logged names (after the split's prefix): the metric data names, and the two added here.
+ACCURACY, MAJORITY, LARGEST_SHARE = (
+    "accuracy",
+    "majority_class_accuracy",
+    "largest_predicted_share",
+)
 
 
 @dataclass(frozen=True)
@@ -30,10 +38,7 @@ class AgainstMajority:
         return is_failed(self.accuracy, self.majority_class_accuracy)
 
     def metrics(self) -> dict[str, float]:
-        return {
-            "majority_class_accuracy": self.majority_class_accuracy,
-            "largest_predicted_share": self.largest_predicted_share,
-        }
+        return {MAJORITY: self.majority_class_accuracy, LARGEST_SHARE: self.largest_predicted_share}
 
     def warning(self) -> str:
         return (
@@ -48,6 +53,15 @@ class AgainstMajority:
 def is_failed(accuracy: float, majority_class_accuracy: float) -> bool:
     """Whether a run scoring ``accuracy`` failed, where the majority class scores the other."""
     return accuracy <= majority_class_accuracy
+
+
+def failed_in(metrics: Mapping[str, float], prefix: str = "") -> bool | None:
+    """Whether logged metrics (``PREFIX`` + ``accuracy`` and ``majority_class_accuracy``) show
+    a failed run; None where they hold no majority class (regression, multi-label)."""
+    accuracy, majority = metrics.get(prefix + ACCURACY), metrics.get(prefix + MAJORITY)
+    if accuracy is None or majority is None:
+        return None
+    return is_failed(accuracy, majority)
 
 
 def against_majority(

@@ -25,13 +25,11 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import write_text
-from seqcls.run.failed_run import is_failed
+from seqcls.run.failed_run import failed_in
 from seqcls.tune.space import nested
 
 log = logging.getLogger(__name__)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-# What seeds.md judges a failed run by (run/failed_run.py), as seed_values names them.
-ACCURACY, MAJORITY = "val/accuracy", "val/majority_class_accuracy"
 
 
 def best_yaml(study: optuna.Study, metric: str, command: str, path: str) -> str | None:
@@ -153,11 +151,9 @@ def seeds_summary(results: Mapping[int, Mapping[str, float]], metric: str) -> st
         cells = [f"{results[s][name]:.4f}" if name in results[s] else "" for s in results]
         mean = statistics.fmean(values)
         lines.append(f"| {name} | {mean:.4f} ± {spread:.4f} | " + " | ".join(cells) + " |")
-    judged = {
-        seed: is_failed(values[ACCURACY], values[MAJORITY])
-        for seed, values in results.items()
-        if ACCURACY in values and MAJORITY in values
-    }
+    # Judged as a fit's warning judges it; seed_values prefixes the metrics with "val/".
+    verdicts = {seed: failed_in(values, "val/") for seed, values in results.items()}
+    judged = {seed: did for seed, did in verdicts.items() if did is not None}
     if judged:
         failed = [str(seed) for seed, did in judged.items() if did]
         lines += [
