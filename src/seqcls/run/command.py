@@ -47,7 +47,8 @@ from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
-from seqcls.run.outputs import METRICS_FILE, MetricsFile, PredictionWriter, validation_splits
+from seqcls.run.outputs import METRICS_FILE, MetricsFile, validation_splits
+from seqcls.run.predictions import PredictionWriter
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.redact import redact_config

@@ -40,7 +40,8 @@ from seqcls.model.calibration import (
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
 from seqcls.run.failed_run import against_majority
-from seqcls.run.outputs import METRICS_FILE, gather_in_input_order, split_name
+from seqcls.run.outputs import METRICS_FILE, split_name
+from seqcls.run.predictions import gather_in_input_order
 from seqcls.run.report_files import Rows, Texts, write_report
 from seqcls.run.report_pictures import figure_pixels
 
