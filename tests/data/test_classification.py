@@ -294,3 +294,16 @@ def test_multi_label_csv_cells_split_on_the_separator(make_data, tmp_path: Path)
     assert data.problem_type == "multi_label_classification"
     assert data.label_names == ["billing", "shipping", "technical"]
     assert data.splits["train"][0]["labels"][:2] == [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+def test_rows_cut_by_max_length_are_counted_per_file(make_data, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        make_data(max_length=4).setup("fit")
+    said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
+    notes = [record.getMessage() for record in said if record.levelno == logging.WARNING]
+    assert [note.split(":")[0] for note in notes] == ["--data.train_file", "--data.validation_file"]
+    assert "24 of 24 rows (100.0%) reach --data.max_length 4" in notes[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        make_data().setup("fit")  # max_length 128: nothing is cut, nothing is said
+    assert not [record for record in caplog.records if record.name == "seqcls.data.inspection"]

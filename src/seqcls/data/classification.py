@@ -4,12 +4,12 @@ from functools import cached_property
 from typing import Any, Literal
 
 import datasets
-from pytorch_lightning.utilities import rank_zero_info
 
 from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
 from seqcls.data.encoding import EncodingSpec, load_encoded
 from seqcls.data.glue import GLUE_DATASETS, glue_task
+from seqcls.data.inspection import report_truncation, show_examples
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
@@ -23,7 +23,6 @@ _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
     "test": ("test",),
     "predict": ("predict",),
 }
-_SHOWN_EXAMPLES = 2
 
 
 class TextClassificationDataModule(ClassificationBatches):
@@ -296,7 +295,14 @@ class TextClassificationDataModule(ClassificationBatches):
             if self.window_stride is not None:
                 train = flatten_windows(train)
             self.splits["train"] = [train]
-            self._show_examples(train)
+            show_examples(train, self.tokenizer, self.label_space)
+        if stage in ("fit", "validate") and self.window_stride is None:
+            report_truncation(
+                [(self.sources.of(name), self.splits[name]) for name in _STAGE_SPLITS[stage]],
+                max_length=self.max_length,
+                model_limit=self.tokenizer.model_max_length,
+                pairs=self.text_pair_column is not None,
+            )
 
     def train_label_counts(self) -> list[int]:
         """Single-label: how many training rows (windows, with windows) carry each label id.
@@ -340,9 +346,3 @@ class TextClassificationDataModule(ClassificationBatches):
             cache_dir=self.cache_dir,
             num_proc=self.num_proc,
         )
-
-    def _show_examples(self, train: datasets.Dataset) -> None:
-        for row in train.select(range(min(_SHOWN_EXAMPLES, len(train)))):
-            text = self.tokenizer.decode(row["input_ids"])
-            target = self.label_space.describe(row[LABELS])
-            rank_zero_info(f"Training example {row['index']} [{target}]: {text}")
