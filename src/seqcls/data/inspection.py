@@ -11,12 +11,12 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import datasets
-import pyarrow.compute as pc
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_only
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.data.columns import LABELS
 from seqcls.data.labels import LabelSpace
+from seqcls.data.length_grouping import token_lengths
 from seqcls.data.sources import Source
 
 log = logging.getLogger(__name__)
@@ -30,10 +30,9 @@ _NO_LIMIT = 100_000
 
 def rows_filling(encoded: datasets.Dataset, max_length: int) -> int:
     """The rows of ``encoded`` whose tokens fill ``max_length``."""
-    if len(encoded) == 0:
+    if len(encoded) == 0:  # an empty column may have no list type to measure
         return 0
-    lengths = pc.list_value_length(encoded.with_format("arrow")["input_ids"])
-    return int(pc.sum(pc.greater_equal(lengths, max_length)).as_py() or 0)
+    return sum(length >= max_length for length in token_lengths(encoded))
 
 
 def truncation_note(
