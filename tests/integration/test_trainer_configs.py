@@ -81,3 +81,23 @@ def test_accelerator_classes_are_lightnings_own() -> None:
     for name, cls in ACCELERATORS.items():
         registered = AcceleratorRegistry["cuda" if name == "gpu" else name]["accelerator"]
         assert registered is cls, name
+
+
+@pytest.mark.parametrize(("devices", "strategy"), [("1", "SingleDeviceStrategy"), ("2", "DDPStrategy")])
+def test_gpu_yaml_runs_ddp_only_over_several_devices(
+    devices: str, strategy: str, tiny_bert: Path
+) -> None:
+    """gpu.yaml's strategy, on CPU devices standing in for GPUs: one device trains in one
+    process with no DDP wrapper (which cost 11 s of a 38 s one-GPU job), two in DDP."""
+    cli = make_cli(
+        [
+            "--config", str(REPO / "configs" / "local.yaml"),
+            "--config", str(REPO / "configs" / "trainer" / "gpu.yaml"),
+            "--trainer.accelerator", "cpu",
+            "--trainer.devices", devices,
+            "--trainer.precision", "32-true",
+            "--model.model_name_or_path", str(tiny_bert),
+        ],
+        run=False,
+    )  # fmt: skip
+    assert type(cli.trainer.strategy).__name__ == strategy
