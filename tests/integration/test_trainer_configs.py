@@ -83,7 +83,9 @@ def test_accelerator_classes_are_lightnings_own() -> None:
         assert registered is cls, name
 
 
-@pytest.mark.parametrize(("devices", "strategy"), [("1", "SingleDeviceStrategy"), ("2", "DDPStrategy")])
+@pytest.mark.parametrize(
+    ("devices", "strategy"), [("1", "SingleDeviceStrategy"), ("2", "DDPStrategy")]
+)
 def test_gpu_yaml_runs_ddp_only_over_several_devices(
     devices: str, strategy: str, tiny_bert: Path
 ) -> None:
