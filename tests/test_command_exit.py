@@ -47,3 +47,25 @@ def test_a_message_given_to_sys_exit_is_printed_and_exits_1() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip() == "stopped: why"
+
+
+def test_idle_thread_pool_workers_do_not_hold_the_exit() -> None:
+    # torch.compile leaves ThreadPoolExecutor workers waiting for work. Python's exit tells
+    # them to stop before it waits for threads; an exit that only waited hung forever.
+    probe = textwrap.dedent(
+        """
+        import sys
+        from concurrent.futures import ThreadPoolExecutor
+        import seqcls.cli as cli
+
+        pool = ThreadPoolExecutor(2)
+        pool.submit(print, "pool worked").result()
+        cli.main = lambda: None
+        cli.command()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "pool worked\n"

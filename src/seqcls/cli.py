@@ -132,9 +132,10 @@ def command() -> NoReturn:
     if isinstance(status, str):
         print(status, file=sys.stderr)
     code = status if isinstance(status, int) else int(status is not None)
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # What the interpreter itself calls first at exit: it runs the threading module's exit
+    # hooks (which tell idle ThreadPoolExecutor workers, such as torch.compile's, to stop),
+    # then waits for the threads still running. Joining them without the hooks hangs forever.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
