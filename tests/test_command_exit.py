@@ -64,8 +64,6 @@ def test_idle_thread_pool_workers_do_not_hold_the_exit() -> None:
         cli.command()
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "pool worked\n"
