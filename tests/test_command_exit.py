@@ -54,7 +54,6 @@ def test_idle_thread_pool_workers_do_not_hold_the_exit() -> None:
     # them to stop before it waits for threads; an exit that only waited hung forever.
     probe = textwrap.dedent(
         """
-        import sys
         from concurrent.futures import ThreadPoolExecutor
         import seqcls.cli as cli
 

@@ -119,9 +119,9 @@ def command() -> NoReturn:
 
     When ``main`` returns, everything a run promises is written and closed. Tearing down the
     thousands of modules a run imports would then add about 2 s to every command, so the
-    exit does what Python's own would that matters (exit handlers, which flush the logs and
-    remove temporary folders; waiting for threads still running; flushing the streams) and
-    ends the process without the teardown.
+    exit does what Python's own would that matters, in its order (the threading module's exit
+    hooks, then waiting for threads still running; exit handlers, which flush the logs and
+    remove temporary folders; flushing the streams) and ends the process without the teardown.
     """
     try:
         main()
