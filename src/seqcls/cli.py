@@ -87,16 +87,15 @@ def main(args: Any = None) -> None:
         return
     prepare_process()
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
-    import datasets
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    from seqcls.run.quiet import quiet_libraries
     from seqcls.run.signals import exit_status
 
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     logging.getLogger("seqcls").setLevel(logging.INFO)
 
-    # Reading and caching files is quick; its progress bars would bury the training output.
-    datasets.disable_progress_bars()
+    quiet_libraries()
     try:
         if isinstance(argv, list) and argv[:1] == ["tune"]:
             _tune(argv[1:])

@@ -1,0 +1,61 @@
+"""A run's output keeps seqcls's lines and drops the libraries' chatter (seqcls.run.quiet)."""
+
+import logging
+import warnings
+from collections.abc import Iterator
+
+import datasets
+import pytest
+import transformers
+from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities._pytree import _tree_flatten
+
+from seqcls.run.quiet import quiet_libraries
+
+
+@pytest.fixture
+def quiet() -> Iterator[None]:
+    progress = (
+        datasets.is_progress_bar_enabled(),
+        transformers.utils.logging.is_progress_bar_enabled(),
+    )
+    quiet_libraries()
+    yield
+    if progress[0]:
+        datasets.enable_progress_bars()
+    if progress[1]:
+        transformers.utils.logging.enable_progress_bar()
+
+
+def test_progress_bars_are_off(quiet: None) -> None:
+    assert not datasets.is_progress_bar_enabled()
+    assert not transformers.utils.logging.is_progress_bar_enabled()
+
+
+def test_lightning_tips_are_dropped_and_its_other_lines_kept(
+    quiet: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    quiet_libraries()  # a second call adds no second filter
+    with caplog.at_level(logging.INFO):
+        rank_zero_info("💡 Tip: install something")
+        rank_zero_info("GPU available: False, used: False")
+    assert [record.getMessage() for record in caplog.records] == [
+        "GPU available: False, used: False"
+    ]
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    assert len(rank_zero.filters) == 1
+
+
+def test_lightnings_own_pytree_deprecation_is_silent(quiet: None) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()  # its filter must outrank "always"
+        _tree_flatten(1.0)
+    assert [str(warning.message) for warning in caught] == []
+
+
+def test_other_warnings_still_show(quiet: None) -> None:
+    with warnings.catch_warnings(record=True) as caught:  # the filters as quiet leaves them
+        quiet_libraries()
+        warnings.warn("a setting a user can fix", UserWarning, stacklevel=1)
+    assert [str(warning.message) for warning in caught] == ["a setting a user can fix"]
