@@ -148,7 +148,6 @@ def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace, seed
     started = time.perf_counter()
     subprocess.run([*seqcls, *seqcls_fit_args(task, train, dev, args, seed)], check=True)
     seconds = {"total": time.perf_counter() - started}  # the whole fit: process start to exit
-    (run_dir / "seconds.json").write_text(json.dumps({"seconds": seconds}) + "\n")
     # The HF Trainer reports its final epoch; score seqcls's final epoch too, beside its best.
     subprocess.run(
         [
@@ -158,6 +157,8 @@ def run_seqcls(task: str, train: Path, dev: Path, args: argparse.Namespace, seed
         ],
         check=True,
     )  # fmt: skip
+    # Written last, so a run that has seconds.json has both its checkpoints scored.
+    (run_dir / "seconds.json").write_text(json.dumps({"seconds": seconds}) + "\n")
 
 
 def run_hf(task: str, train: Path, dev: Path, args: argparse.Namespace, seed: int) -> None:
