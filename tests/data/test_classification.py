@@ -299,11 +299,51 @@ def test_multi_label_csv_cells_split_on_the_separator(make_data, tmp_path: Path)
 def test_rows_cut_by_max_length_are_counted_per_file(make_data, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
         make_data(max_length=4).setup("fit")
-    said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
-    notes = [record.getMessage() for record in said if record.levelno == logging.WARNING]
+    notes = truncation_notes(caplog)
     assert [note.split(":")[0] for note in notes] == ["--data.train_file", "--data.validation_file"]
     assert "24 of 24 rows (100.0%) reach --data.max_length 4" in notes[0]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
         make_data().setup("fit")  # max_length 128: nothing is cut, nothing is said
-    assert not [record for record in caplog.records if record.name == "seqcls.data.inspection"]
+    assert truncation_notes(caplog) == []
+
+
+def truncation_notes(caplog: pytest.LogCaptureFixture) -> list[str]:
+    said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
+    return [record.getMessage() for record in said if "reach --data.max_length" in record.msg]
+
+
+def seen_notes(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
+    return [
+        (record.levelno, record.getMessage()) for record in said if "training row" in record.msg
+    ]
+
+
+def test_validation_rows_that_also_train_are_counted(make_data, caplog, tmp_path: Path) -> None:
+    seen, relabelled = TRAIN[0], (*TRAIN[1][:2], "shipping")
+    unseen = ("where is my order", "tracking shows nothing", "shipping")
+    header = ("question", "context", "topic")
+    dev = write_csv(tmp_path / "dev-seen.csv", [seen, relabelled, unseen], header)
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        make_data(validation_file=dev, text_pair_column="context").setup("fit")
+    assert seen_notes(caplog) == [(logging.WARNING, (
+        "--data.validation_file: 2 of 3 rows (66.7%) have the same tokens as a training row, "
+        "1 of them with another label there; the validation metrics count them as unseen. "
+        "To score unseen rows only, remove them from one of the files"
+    ))]  # fmt: skip
+    caplog.clear()
+    # Only the rows that train count: with the first training row alone, one row is seen.
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        make_data(validation_file=dev, text_pair_column="context", max_train_samples=1).setup("fit")
+    assert [note for _, note in seen_notes(caplog)] == [
+        "--data.validation_file: 1 of 3 rows (33.3%) have the same tokens as a training row; "
+        "the validation metrics count them as unseen. To score unseen rows only, remove them "
+        "from one of the files"
+    ]
+
+
+def test_a_held_out_validation_set_is_not_checked(make_data, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        make_data(validation_file=None).setup("fit")
+    assert seen_notes(caplog) == []

@@ -3,7 +3,15 @@ import logging
 import datasets
 import pytest
 
-from seqcls.data.inspection import WARN_SHARE, report_truncation, rows_filling, truncation_note
+from seqcls.data.inspection import (
+    SEEN_WARN_SHARE,
+    WARN_SHARE,
+    report_seen_rows,
+    report_truncation,
+    rows_filling,
+    token_keys,
+    truncation_note,
+)
 from seqcls.data.sources import Source
 
 
@@ -68,3 +76,42 @@ def test_a_split_without_a_source_of_its_own_is_skipped(caplog) -> None:
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
         report_truncation([([], [rows([8, 8])])], max_length=8, model_limit=512, pairs=False)
     assert caplog.records == []
+
+
+def test_token_keys_tell_rows_apart_by_every_token() -> None:
+    ids = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [1, 2], [1, 2, 3], [3, 2, 1]]})
+    keys = token_keys(ids)
+    assert keys[0] == keys[2]
+    assert len({keys[0], keys[1], keys[3]}) == 3
+    # A selection reads its own rows, in its order, from the stored ones.
+    assert token_keys(ids.select([3, 1])) == [keys[3], keys[1]]
+    assert token_keys(ids.select([])) == []
+
+
+def test_multi_label_rows_compare_their_label_sets(caplog) -> None:
+    train = datasets.Dataset.from_dict(
+        {"input_ids": [[1, 2], [3, 4]], "labels": [[1.0, 0.0], [0.0, 1.0]]}
+    )
+    validation = datasets.Dataset.from_dict(
+        {"input_ids": [[1, 2], [3, 4], [5]], "labels": [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]}
+    )
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        report_seen_rows(train, [(Source("--data.validation_file"), validation)])
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith(
+        "--data.validation_file: 2 of 3 rows (66.7%) have the same tokens as a training row, "
+        "1 of them with another label there;"
+    )
+
+
+def test_a_small_share_of_seen_rows_is_information(caplog) -> None:
+    assert SEEN_WARN_SHARE == 0.01
+    train = datasets.Dataset.from_dict({"input_ids": [[1]], "labels": [0]})
+    validation = datasets.Dataset.from_dict(
+        {"input_ids": [[1]] + [[2, row] for row in range(100)], "labels": [0] * 101}
+    )
+    with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
+        report_seen_rows(train, [(Source("--data.validation_file"), validation)])
+        report_seen_rows(train, [(Source("--data.test_file"), validation.select(range(1, 101)))])
+    assert [record.levelno for record in caplog.records] == [logging.INFO]

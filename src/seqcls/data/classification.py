@@ -9,7 +9,7 @@ from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
 from seqcls.data.encoding import EncodingSpec, load_encoded
 from seqcls.data.glue import GLUE_DATASETS, glue_task
-from seqcls.data.inspection import report_truncation, show_examples
+from seqcls.data.inspection import report_seen_rows, report_truncation, show_examples
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
@@ -296,6 +296,12 @@ class TextClassificationDataModule(ClassificationBatches):
                 train = flatten_windows(train)
             self.splits["train"] = [train]
             show_examples(train, self.tokenizer, self.label_space)
+            if self.window_stride is None:
+                # A held-out validation set has no source: its rows were training's.
+                validation = zip(
+                    self.sources.of("validation"), self.splits["validation"], strict=False
+                )
+                report_seen_rows(train, validation)
         if stage in ("fit", "validate") and self.window_stride is None:
             report_truncation(
                 [(self.sources.of(name), self.splits[name]) for name in _STAGE_SPLITS[stage]],

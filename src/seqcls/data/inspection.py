@@ -1,5 +1,6 @@
 """What a run says about its rows when it starts: two training examples as the model reads
-them, and how many rows of each split ``--data.max_length`` cut.
+them, how many rows of each split ``--data.max_length`` cut, and how many validation rows the
+model also trains on.
 
 Truncation is silent in the tokenizer: a task whose texts run past ``max_length`` trains and
 scores on their beginnings only (RTE at 128 tokens: 12% of its pairs lose the end of their
@@ -8,7 +9,9 @@ is of those, read from the token lengths already stored, so nothing is tokenized
 """
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 import datasets
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_only
@@ -24,6 +27,9 @@ log = logging.getLogger(__name__)
 SHOWN_EXAMPLES = 2
 # A share of cut rows from which the line is a warning: enough rows to move a metric.
 WARN_SHARE = 0.05
+# A share of validation rows also in training from which the line is a warning: their
+# scores flatter the model by about that share of its errors.
+SEEN_WARN_SHARE = 0.01
 # Tokenizers without a length limit report this sentinel (or larger) as model_max_length.
 _NO_LIMIT = 100_000
 
@@ -77,3 +83,64 @@ def report_truncation(
                 level = logging.WARNING if cut >= WARN_SHARE * len(rows) else logging.INFO
                 note = truncation_note(source.flag, cut, len(rows), max_length, model_limit, pairs)
                 log.log(level, note)
+
+
+def token_keys(rows: datasets.Dataset) -> list[bytes]:
+    """Each row's token ids as bytes: equal for rows the model reads alike (a pair's
+    separator included), read from Arrow without decoding the rows."""
+    if len(rows) == 0:
+        return []
+    ids = rows.with_format("arrow")[:]["input_ids"].combine_chunks()
+    # A sliced list array's offsets still index its whole, unsliced values.
+    width = ids.values.type.byte_width
+    data = ids.values.to_numpy().tobytes()
+    return [data[start * width : end * width] for start, end in pairwise(ids.offsets.to_numpy())]
+
+
+def seen_note(flag: str, seen: int, relabelled: int, rows: int) -> str:
+    """One line: how many of ``rows`` validation rows are also training rows."""
+    other = f", {relabelled:,} of them with another label there" if relabelled else ""
+    return (
+        f"{flag}: {seen:,} of {rows:,} rows ({seen / rows:.1%}) have the same tokens as a "
+        f"training row{other}; the validation metrics count them as unseen. To score unseen "
+        "rows only, remove them from one of the files"
+    )
+
+
+@rank_zero_only
+def report_seen_rows(
+    train: datasets.Dataset, validation: Iterable[tuple[Source, datasets.Dataset]]
+) -> None:
+    """For each validation source, log how many of its rows train too: a warning from
+    ``SEEN_WARN_SHARE`` of them, else information, and nothing where none do. Duplicates
+    across the files are a common way for dev metrics to flatter a model, and nothing in the
+    libraries below looks for them."""
+    train_keys: list[bytes] | None = None
+    for source, rows in validation:
+        keys = token_keys(rows)
+        train_keys = token_keys(train) if train_keys is None else train_keys
+        wanted = set(keys)
+        copies: dict[bytes, list[int]] = defaultdict(list)  # a key -> its training rows
+        for row, key in enumerate(train_keys):
+            if key in wanted:
+                copies[key].append(row)
+        seen = [row for row, key in enumerate(keys) if key in copies]
+        if not seen:
+            continue
+        # Labels are read for the matching rows only: reading a large training set's is slow.
+        matched = [copy for rows_of_key in copies.values() for copy in rows_of_key]
+        label_of = dict(zip(matched, _labels(train, matched), strict=True))
+        relabelled = sum(
+            {label_of[copy] for copy in copies[keys[row]]} != {label}
+            for row, label in zip(seen, _labels(rows, seen), strict=True)
+        )
+        level = logging.WARNING if len(seen) >= SEEN_WARN_SHARE * len(rows) else logging.INFO
+        log.log(level, seen_note(source.flag, len(seen), relabelled, len(rows)))
+
+
+def _labels(rows: datasets.Dataset, indices: list[int]) -> list[object]:
+    """The labels of ``rows`` at ``indices``, hashable (a multi-label row's as a tuple)."""
+    if LABELS not in rows.column_names:
+        return [None] * len(indices)
+    chosen = rows.select(indices)[LABELS]
+    return [tuple(label) if isinstance(label, list) else label for label in chosen]
