@@ -2,7 +2,8 @@
 
 Writes ``train.csv`` (400 rows) and ``validation.csv`` (100 rows) with columns ``text,label``
 and ``predict.csv`` (40 rows, ``text`` only). Labels are ``account``, ``billing``, ``shipping``
-and ``technical``, balanced in every file; texts are unique across files; output is deterministic.
+and ``technical``, balanced in every file; texts are unique across files, also as an uncased
+model reads them (case and final punctuation aside); output is deterministic.
 
 Usage: ``python scripts/make_sample_data.py [--out DIR]`` (default: ``data/sample/``).
 """
@@ -141,14 +142,21 @@ def compose(label: str, rng: random.Random) -> str:
     return text
 
 
+def reading(text: str) -> str:
+    """A text as its near-copies share it: the noise in ``compose`` only lower-cases a text or
+    drops its final punctuation, and an uncased model would read such a copy in validation as
+    the training row it is."""
+    return text.lower().rstrip(".!?")
+
+
 def generate_texts(label: str, count: int, rng: random.Random, seen: set[str]) -> list[str]:
-    """Return ``count`` new texts for ``label`` that are not already in ``seen``."""
+    """Return ``count`` new texts for ``label`` whose ``reading`` is not already in ``seen``."""
     texts: list[str] = []
     for _ in range(count * 100):
         text = compose(label, rng)
-        if text in seen or not MIN_WORDS <= len(text.split()) <= MAX_WORDS:
+        if reading(text) in seen or not MIN_WORDS <= len(text.split()) <= MAX_WORDS:
             continue
-        seen.add(text)
+        seen.add(reading(text))
         texts.append(text)
         if len(texts) == count:
             return texts
