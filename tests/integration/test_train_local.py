@@ -25,6 +25,11 @@ def test_train_local_script_fine_tunes_the_quickstart_model(tmp_path: Path) -> N
     output = result.stdout + result.stderr
     assert "Validation metrics of model/ (best checkpoint, step " in output
     assert f"Run directory: {run}" in output
+    # The libraries' chatter stays out (seqcls.run.quiet), and the sample's validation rows
+    # are none of them training rows.
+    for chatter in ("Loading weights", "Writing model shards", "💡 Tip", "LeafSpec"):
+        assert chatter not in output
+    assert "have the same tokens as a training row" not in output
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["validation"]["accuracy"] >= 0.85
     config = json.loads((run / "model" / "config.json").read_text())
