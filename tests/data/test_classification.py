@@ -325,8 +325,10 @@ def test_validation_rows_that_also_train_are_counted(make_data, caplog, tmp_path
     unseen = ("where is my order", "tracking shows nothing", "shipping")
     header = ("question", "context", "topic")
     dev = write_csv(tmp_path / "dev-seen.csv", [seen, relabelled, unseen], header)
+    data = make_data(validation_file=dev, text_pair_column="context")
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
-        make_data(validation_file=dev, text_pair_column="context").setup("fit")
+        data.setup("fit")
+    assert data.seen_rows == {"--data.validation_file": (2, 3)}  # for the model card
     assert seen_notes(caplog) == [(logging.WARNING, (
         "--data.validation_file: 2 of 3 rows (66.7%) have the same tokens as a training row, "
         "1 of them with another label there; the validation metrics count them as unseen. "

@@ -212,3 +212,17 @@ def test_model_card_states_metadata_labels_metrics_recipe_and_hardware(
     assert recipe["optimizer steps trained"] == str(STEPS_PER_EPOCH * EPOCHS)
     assert "1 node(s) x 1 CPU" in sections["Hardware and time"]
     assert "minutes" in sections["Hardware and time"]
+
+
+def test_model_card_states_validation_rows_that_also_train(tiny_bert: Path, tmp_path: Path) -> None:
+    lines = (SAMPLE / "train.csv").read_text().splitlines(keepends=True)
+    seen = tmp_path / "seen.csv"
+    seen.write_text("".join(lines[:5]))  # the header and the first four training rows
+    again = tmp_path / "run"
+    main(fit_args(again, tiny_bert, tmp_path / "cache", "--data.validation_file", str(seen),
+                  "--trainer.max_epochs", "1"))  # fmt: skip
+    card = (again / "model" / "README.md").read_text()
+    assert (
+        "4 of the 4 validation rows (`--data.validation_file`) have the same tokens as a "
+        "training row; these metrics count them as unseen."
+    ) in card

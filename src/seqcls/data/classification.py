@@ -207,6 +207,8 @@ class TextClassificationDataModule(ClassificationBatches):
         self.train_fraction, self.max_train_samples = train_fraction, max_train_samples
         self.output_format = output_format
         self.splits: dict[Split, list[datasets.Dataset]] = {}
+        # Validation flag -> (rows that are training rows too, rows), after setup("fit").
+        self.seen_rows: dict[str, tuple[int, int]] = {}
         if output_format == "glue" or dataset_name in GLUE_DATASETS:
             glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
 
@@ -301,7 +303,7 @@ class TextClassificationDataModule(ClassificationBatches):
                 validation = zip(
                     self.sources.of("validation"), self.splits["validation"], strict=False
                 )
-                report_seen_rows(train, validation)
+                self.seen_rows = report_seen_rows(train, validation) or {}
         if stage in ("fit", "validate") and self.window_stride is None:
             report_truncation(
                 [(self.sources.of(name), self.splits[name]) for name in _STAGE_SPLITS[stage]],

@@ -110,11 +110,13 @@ def seen_note(flag: str, seen: int, relabelled: int, rows: int) -> str:
 @rank_zero_only
 def report_seen_rows(
     train: datasets.Dataset, validation: Iterable[tuple[Source, datasets.Dataset]]
-) -> None:
+) -> dict[str, tuple[int, int]]:
     """For each validation source, log how many of its rows train too: a warning from
     ``SEEN_WARN_SHARE`` of them, else information, and nothing where none do. Duplicates
     across the files are a common way for dev metrics to flatter a model, and nothing in the
-    libraries below looks for them."""
+    libraries below looks for them. Returns each source's flag -> (rows seen, rows), for
+    the sources with any (the model card states them)."""
+    found: dict[str, tuple[int, int]] = {}
     train_keys: list[bytes] | None = None
     for source, rows in validation:
         keys = token_keys(rows)
@@ -136,6 +138,8 @@ def report_seen_rows(
         )
         level = logging.WARNING if len(seen) >= SEEN_WARN_SHARE * len(rows) else logging.INFO
         log.log(level, seen_note(source.flag, len(seen), relabelled, len(rows)))
+        found[source.flag] = (len(seen), len(rows))
+    return found
 
 
 def _labels(rows: datasets.Dataset, indices: list[int]) -> list[object]:

@@ -258,6 +258,7 @@ class RunCLI(LightningCLI):
             metrics=metrics,
             minutes=(time.monotonic() - self._fit_started) / 60,
             config_yaml=config_yaml or "",
+            seen_rows=getattr(self.datamodule, "seen_rows", None),
         )
         log.info("Wrote the model card %s", write_model_card(self.layout.model, card))
 

@@ -58,6 +58,8 @@ class ModelCard:
     data_files: dict[str, str] = field(default_factory=dict)  # key -> file name
     license: str | None = None
     base_model_origin: str | None = None  # what the base model was fine-tuned from, if anything
+    # Validation flag -> (its rows that are training rows too, its rows), where any are.
+    seen_rows: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def metadata(self) -> dict[str, Any]:
         # The task's metrics, as the data named them; else every validation metric but the loss.
@@ -122,10 +124,15 @@ class ModelCard:
             for split, values in splits.items()
             for name, value in sorted(values.items())
         )
+        seen = "".join(
+            f"\n{count:,} of the {total:,} validation rows (`{flag}`) have the same tokens as "
+            "a training row; these metrics count them as unseen.\n"
+            for flag, (count, total) in self.seen_rows.items()
+        )
         return (
             "## Validation metrics\n\n"
             f"Of these weights ({fit['exported']}, optimizer step {step}), on the validation "
-            f"data:\n\n| metric | value |\n|---|---|\n{rows}"
+            f"data:\n\n| metric | value |\n|---|---|\n{rows}{seen}"
         )
 
     def _recipe(self) -> str:
@@ -180,6 +187,7 @@ def model_card(
     metrics: dict[str, Any],
     minutes: float,
     config_yaml: str,
+    seen_rows: dict[str, tuple[int, int]] | None = None,
 ) -> ModelCard:
     """The card of the model that ``config`` trained on ``trainer``."""
     base_model = str(config.model.model_name_or_path)
@@ -214,6 +222,7 @@ def model_card(
         data_files=files,
         license=str(base["license"]) if base.get("license") else None,
         base_model_origin=str(base["base_model"]) if base.get("base_model") else None,
+        seen_rows=dict(seen_rows or {}),
     )
 
 
