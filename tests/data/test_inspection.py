@@ -96,7 +96,7 @@ def test_multi_label_rows_compare_their_label_sets(caplog) -> None:
         {"input_ids": [[1, 2], [3, 4], [5]], "labels": [[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]}
     )
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
-        report_seen_rows(train, [(Source("--data.validation_file"), validation)])
+        report_seen_rows(train, [Source("--data.validation_file")], [validation])
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
     assert record.getMessage().startswith(
@@ -112,6 +112,6 @@ def test_a_small_share_of_seen_rows_is_information(caplog) -> None:
         {"input_ids": [[1]] + [[2, row] for row in range(100)], "labels": [0] * 101}
     )
     with caplog.at_level(logging.INFO, logger="seqcls.data.inspection"):
-        report_seen_rows(train, [(Source("--data.validation_file"), validation)])
-        report_seen_rows(train, [(Source("--data.test_file"), validation.select(range(1, 101)))])
+        report_seen_rows(train, [Source("--data.validation_file")], [validation])
+        report_seen_rows(train, [Source("--data.test_file")], [validation.select(range(1, 101))])
     assert [record.levelno for record in caplog.records] == [logging.INFO]

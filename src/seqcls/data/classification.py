@@ -299,11 +299,8 @@ class TextClassificationDataModule(ClassificationBatches):
             self.splits["train"] = [train]
             show_examples(train, self.tokenizer, self.label_space)
             if self.window_stride is None:
-                # A held-out validation set has no source: its rows were training's.
-                validation = zip(
-                    self.sources.of("validation"), self.splits["validation"], strict=False
-                )
-                self.seen_rows = report_seen_rows(train, validation) or {}
+                validation = (self.sources.of("validation"), self.splits["validation"])
+                self.seen_rows = report_seen_rows(train, *validation) or {}
         if stage in ("fit", "validate") and self.window_stride is None:
             report_truncation(
                 [(self.sources.of(name), self.splits[name]) for name in _STAGE_SPLITS[stage]],

@@ -109,16 +109,17 @@ def seen_note(flag: str, seen: int, relabelled: int, rows: int) -> str:
 
 @rank_zero_only
 def report_seen_rows(
-    train: datasets.Dataset, validation: Iterable[tuple[Source, datasets.Dataset]]
+    train: datasets.Dataset, sources: Sequence[Source], encoded: Sequence[datasets.Dataset]
 ) -> dict[str, tuple[int, int]]:
-    """For each validation source, log how many of its rows train too: a warning from
-    ``SEEN_WARN_SHARE`` of them, else information, and nothing where none do. Duplicates
-    across the files are a common way for dev metrics to flatter a model, and nothing in the
-    libraries below looks for them. Returns each source's flag -> (rows seen, rows), for
-    the sources with any (the model card states them)."""
+    """For each validation source and its encoded rows, log how many of them train too: a
+    warning from ``SEEN_WARN_SHARE`` of them, else information, and nothing where none do.
+    Duplicates across the files are a common way for dev metrics to flatter a model, and
+    nothing in the libraries below looks for them. A held-out validation set has no source of
+    its own (its rows were training's), and is not checked. Returns each source's flag ->
+    (rows seen, rows), for the sources with any (the model card states them)."""
     found: dict[str, tuple[int, int]] = {}
     train_keys: list[bytes] | None = None
-    for source, rows in validation:
+    for source, rows in zip(sources, encoded, strict=False):
         keys = token_keys(rows)
         train_keys = token_keys(train) if train_keys is None else train_keys
         wanted = set(keys)
