@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 SHOWN_EXAMPLES = 2
 # A share of cut rows from which the line is a warning: enough rows to move a metric.
 WARN_SHARE = 0.05
-# A share of validation rows also in training from which the line is a warning: their
-# scores flatter the model by about that share of its errors.
+# A share of validation rows also in training from which the line is a warning: memorised,
+# they can move accuracy by that much, a point in its second decimal.
 SEEN_WARN_SHARE = 0.01
 # Tokenizers without a length limit report this sentinel (or larger) as model_max_length.
 _NO_LIMIT = 100_000
