@@ -201,3 +201,17 @@ def test_dense_plan_counts_every_row_of_the_epoch_in_one_shape(
     assert report["rows_per_batch"] == pytest.approx(report["rows_trained"] / report["batches"])
     efficiency = report["padding_efficiency"]
     assert report["padding_efficiency_padded_to_max_length"] < 0.5 < 0.85 <= efficiency <= 1
+
+
+def test_the_cpu_is_named_with_its_family_model_and_vector_extensions(tmp_path: Path) -> None:
+    load_run()
+    from harness import cpu_model  # type: ignore[import-not-found]
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n"
+        "processor\t: 1\ncpu family\t: 99\n"
+    )
+    assert cpu_model(str(cpuinfo)) == "AMD EPYC (family 26, model 2; avx2, avx512f, avx512_bf16)"
+    assert cpu_model(str(tmp_path / "none")) != ""  # not Linux: the platform's name
