@@ -308,16 +308,18 @@ def test_rows_cut_by_max_length_are_counted_per_file(make_data, caplog) -> None:
     assert truncation_notes(caplog) == []
 
 
-def truncation_notes(caplog: pytest.LogCaptureFixture) -> list[str]:
+def inspection_notes(caplog: pytest.LogCaptureFixture, part: str) -> list[tuple[int, str]]:
+    """The level and text of each line of seqcls.data.inspection that contains ``part``."""
     said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
-    return [record.getMessage() for record in said if "reach --data.max_length" in record.msg]
+    return [(record.levelno, record.getMessage()) for record in said if part in record.msg]
+
+
+def truncation_notes(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [note for _, note in inspection_notes(caplog, "reach --data.max_length")]
 
 
 def seen_notes(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
-    said = [record for record in caplog.records if record.name == "seqcls.data.inspection"]
-    return [
-        (record.levelno, record.getMessage()) for record in said if "training row" in record.msg
-    ]
+    return inspection_notes(caplog, "training row")
 
 
 def test_validation_rows_that_also_train_are_counted(make_data, caplog, tmp_path: Path) -> None:
