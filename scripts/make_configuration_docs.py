@@ -28,6 +28,7 @@ from seqcls.mlm.cli import MaskedLMCLI
 from seqcls.mlm.corpus import TextCorpusDataModule
 from seqcls.mlm.model import MaskedLanguageModel
 from seqcls.model.classifier import SequenceClassifier
+from seqcls.option_ranges import RANGES
 from seqcls.run.command import OPTIONS, RunCLI
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -146,10 +147,12 @@ def table(parser: LightningArgumentParser, keep: Callable[[str], bool], short: b
     defaults = parser.get_defaults()
     rows = ["| option | type | default | what |", "|---|---|---|---|"]
     for action in options(parser, keep):
+        what = help_text(SEQCLS_HELP.get(action.dest, action.help), short)
+        if action.dest in RANGES:  # checked when the command line is parsed
+            what += f" Range: {RANGES[action.dest].interval()}."
         rows.append(
             f"| `--{action.dest}` | {type_name(action._typehint)} | "
-            f"{default_text(defaults.get(action.dest))} | "
-            f"{help_text(SEQCLS_HELP.get(action.dest, action.help), short)} |"
+            f"{default_text(defaults.get(action.dest))} | {what} |"
         )
     return "\n".join(rows)
 

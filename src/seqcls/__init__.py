@@ -2,7 +2,8 @@
 
 The package, from the bottom up (docs/architecture.md draws it):
 
-- ``errors``, ``hardware``: the one exception type, and what the machine can train on;
+- ``errors``, ``option_ranges``, ``hardware``: the one exception type, the values each numeric
+  option takes, and what the machine can train on;
 - ``cloud/``: local and ``gs://`` storage, the Vertex AI environment;
 - ``data/``: files and hub splits to token batches, labels decided once;
 - ``model/``: pretrained loading, the classifier module, its metrics and optimiser;

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from pytorch_lightning.accelerators import XLAAccelerator
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.cli import main
+from seqcls.errors import ConfigurationError
+from seqcls.run.config_checks import check_max_length
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
@@ -152,9 +155,29 @@ def test_a_malformed_secret_name_stops_before_training(
     )
 
 
-def test_batch_size_below_one(capsys, tiny_bert: Path, tmp_path: Path) -> None:
-    line = fit_error(capsys, tiny_bert, tmp_path, "--data.batch_size", "0")
-    assert line == "seqcls: error: --data.batch_size 0: must be at least 1"
+# Each was a traceback from torch (learning rate, betas, epsilon, workers) or a run that
+# trained quietly on nonsense (the others) before option_ranges.py.
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--data.batch_size", "0", "give a value of at least 1, e.g. 32"),
+        ("--model.learning_rate", "-1", "give a value above 0, e.g. 5e-5"),
+        ("--model.head_learning_rate", "0", "give a value above 0, e.g. 1e-3"),
+        ("--model.adam_betas", "[0.9, 1.5]", "give 2 values in [0, 1), e.g. [0.9, 0.999]"),
+        ("--model.adam_epsilon", "-0.5", "give a value of at least 0, e.g. 1e-8"),
+        ("--model.weight_decay", "-0.1", "give a value of at least 0, e.g. 0.01"),
+        ("--model.warmup_ratio", "1.5", "give a value in [0, 1], e.g. 0.1"),
+        ("--model.layer_lr_decay", "0", "give a value in (0, 1], e.g. 0.9"),
+        ("--data.max_train_samples", "0", "give a value of at least 1, e.g. 1000"),
+        ("--data.train_fraction", "0", "give a value in (0, 1], e.g. 0.5"),
+        ("--data.num_workers", "-1", "give a value of at least 0, e.g. 2"),
+    ],
+)
+def test_a_value_out_of_range_stops_before_any_work(
+    capsys, tiny_bert: Path, tmp_path: Path, flag: str, value: str, message: str
+) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, flag, value)
+    assert line == f"seqcls: error: {flag} {value}: {message}"
 
 
 def test_periodic_checkpoint_interval_must_be_positive(
@@ -170,6 +193,40 @@ def test_periodic_checkpoint_interval_must_be_positive(
 def test_max_length_beyond_the_model_positions(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     line = fit_error(capsys, tiny_bert, tmp_path, "--data.max_length", "4096")
     assert line.startswith("seqcls: error: --data.max_length 4096 is longer than the model takes")
+
+
+def test_a_file_whose_rows_all_go_to_validation(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    one_row = tmp_path / "one.csv"
+    one_row.write_text("text,label\nwhere is my refund,refunds\n")
+    with pytest.raises(SystemExit) as done:
+        main([
+            "fit", "--model.model_name_or_path", str(tiny_bert),
+            "--data.train_file", str(one_row), "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_epochs", "1",
+        ])  # fmt: skip
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"seqcls: error: --data.train_file {one_row}: no rows left to train on, all held out "
+        "for validation; give a file with more rows, or a --data.validation_file"
+    )
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_max_length_too_short_for_any_text(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.max_length", "2")
+    assert line == (
+        "seqcls: error: --data.max_length 2 leaves no room for text: this tokenizer adds 2 "
+        "special tokens to each row; give 3 or more, e.g. 128"
+    )
+
+
+def test_the_shortest_max_length_counts_both_texts_of_a_pair(tiny_bert: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    check_max_length(3, tokenizer, model)  # [CLS] one token [SEP]
+    check_max_length(5, tokenizer, model, pairs=True)  # [CLS] a [SEP] b [SEP]
+    with pytest.raises(ConfigurationError, match=r"adds 3 special tokens to each pair; give 5"):
+        check_max_length(4, tokenizer, model, pairs=True)
 
 
 def test_model_directory_that_does_not_exist(capsys, tiny_bert: Path, tmp_path: Path) -> None:

@@ -216,6 +216,18 @@ def test_an_unknown_metric_stops_the_search_with_one_line(
     assert [row["state"] for row in rows(run / "trials.csv")] == ["fail"]  # then it stopped
 
 
+def test_a_negative_trial_count_stops_with_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "-2"))
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == "seqcls: error: --tune.n_trials -2: give a value of at least 0, e.g. 20"
+    assert not run.exists()
+
+
 def test_no_trial_starts_after_the_timeout(tmp_path: Path, tiny_bert: Path) -> None:
     run = tmp_path / "run"
     main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "3", "--tune.timeout", "0"))

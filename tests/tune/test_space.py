@@ -64,6 +64,11 @@ def test_each_kind_of_range_asks_the_trial_its_way() -> None:
         ("model.learning_rate: {min: 0.0, max: 0.1}\n", "unknown keys max, min"),
         ("data.batch_size: {choices: []}\n", "choices is a non-empty list"),
         ("data.batch_size: [16, 32]\n", "got [16, 32]"),
+        (
+            "model.warmup_ratio: {low: 0.0, high: 1.5}\n",
+            "model.warmup_ratio: 1.5 outside the flag's range [0, 1]",
+        ),
+        ("data.batch_size: {choices: [0, 16]}\n", "data.batch_size: 0 outside the flag's range"),
     ],
 )
 def test_mistakes_name_the_file_and_the_flag(text: str, message: str) -> None:

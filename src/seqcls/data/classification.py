@@ -13,7 +13,7 @@ from seqcls.data.inspection import report_seen_rows, report_truncation, show_exa
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
-from seqcls.data.selection import Subset, hold_out, subsample
+from seqcls.data.selection import Subset, check_rows_left, hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources, read_label_space
 from seqcls.data.windows import WindowPooling, check_windows, flatten_windows, overlap
 
@@ -294,6 +294,8 @@ class TextClassificationDataModule(ClassificationBatches):
                     max_samples=self.max_train_samples,
                     seed=self.seed,
                 )
+            (source,) = self.sources.of("train")
+            check_rows_left(train, source, held_out=not self.sources.has_validation())
             if self.window_stride is not None:
                 train = flatten_windows(train)
             self.splits["train"] = [train]

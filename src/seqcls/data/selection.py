@@ -7,7 +7,9 @@ from dataclasses import dataclass
 import datasets
 
 from seqcls.data.columns import LABELS
+from seqcls.data.sources import Source
 from seqcls.data.tables import column_values
+from seqcls.errors import ConfigurationError
 
 
 def hold_out(
@@ -58,3 +60,18 @@ def subsample(
     """A seeded random ``fraction`` of the rows, then at most the first ``max_samples``."""
     rows = Subset(fraction, max_samples, seed).rows(len(train))
     return train if rows is None else train.select(rows)
+
+
+def check_rows_left(train: datasets.Dataset, source: Source, *, held_out: bool) -> None:
+    """Stop a fit with no rows left to train on (a one-row file, all of it held out): it would
+    export the pretrained weights with an untrained head as if they had trained."""
+    if len(train) > 0:
+        return
+    if held_out:
+        why = " left to train on, all held out for validation"
+        hint = ", or a --data.validation_file"
+    else:
+        why, hint = " to train on", ""
+    raise ConfigurationError(
+        f"{source.flag} {source.label}: no rows{why}; give a file with more rows{hint}"
+    )

@@ -10,6 +10,7 @@ from seqcls.data.columns import LABELS
 from seqcls.data.labels import ProblemType
 from seqcls.data.packing import PRESENT, examples_in, has_empty_slots
 from seqcls.errors import ConfigurationError
+from seqcls.option_ranges import check_range
 
 ClassWeights = Literal["auto"] | list[float] | None
 
@@ -18,10 +19,7 @@ def check_loss_options(
     class_weights: ClassWeights, label_smoothing: float, problem_type: ProblemType, labels: int
 ) -> None:
     """Fail with one line for options the problem type or the label count cannot take."""
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ConfigurationError(
-            f"--model.label_smoothing {label_smoothing}: give a value in [0, 1), e.g. 0.1"
-        )
+    check_range("model.label_smoothing", label_smoothing)  # for the Python API too
     single = problem_type == "single_label_classification"
     for flag, value, unset in [
         ("class_weights", class_weights, None),

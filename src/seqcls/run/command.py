@@ -32,11 +32,11 @@ from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
+from seqcls.option_ranges import check_option_ranges
 from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
-    check_batch_size,
     check_max_length,
     check_strategy,
     check_trainer,
@@ -127,7 +127,7 @@ class RunCLI(LightningCLI):
         apply_secrets()
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
-        check_batch_size(config.get("data"))
+        check_option_ranges(config)
         if "weights_only" in config and config.weights_only is None:
             config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
@@ -164,7 +164,10 @@ class RunCLI(LightningCLI):
             self.config_init[self.subcommand].ckpt_path = self.ckpt_path
         network = getattr(self.model, "model", None)
         if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):
-            check_max_length(self.datamodule.max_length, self.datamodule.tokenizer, network)
+            pairs = getattr(self.datamodule, "text_pair_column", None) is not None
+            check_max_length(
+                self.datamodule.max_length, self.datamodule.tokenizer, network, pairs=pairs
+            )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}

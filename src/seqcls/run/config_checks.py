@@ -131,18 +131,23 @@ def check_strategy(strategy: Any, run_dir: str) -> None:
         )
 
 
-def check_batch_size(data: Namespace | None) -> None:
-    """A batch size below 1 would only fail inside the first DataLoader, after loading data."""
-    for key in ("batch_size", "eval_batch_size"):
-        value = data.get(key) if data is not None else None
-        if isinstance(value, int) and value < 1:
-            raise ConfigurationError(f"--data.{key} {value}: must be at least 1")
-
-
 def check_max_length(
-    max_length: int, tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel
+    max_length: int,
+    tokenizer: PreTrainedTokenizerBase,
+    model: PreTrainedModel,
+    *,
+    pairs: bool = False,
 ) -> None:
-    """Fail before training when inputs could be longer than the model has positions for."""
+    """Fail before training when inputs could be longer than the model has positions for, or
+    so short that the special tokens leave no room for text (one token of each text)."""
+    special = tokenizer.num_special_tokens_to_add(pair=pairs)
+    shortest = special + (2 if pairs else 1)
+    if max_length < shortest:
+        what = "pair" if pairs else "row"
+        raise ConfigurationError(
+            f"--data.max_length {max_length} leaves no room for text: this tokenizer adds "
+            f"{special} special tokens to each {what}; give {shortest} or more, e.g. 128"
+        )
     positions = getattr(model.config, "max_position_embeddings", None)
     tokenizer_limit = tokenizer.model_max_length
     # Some families reserve positions (RoBERTa: 514 embeddings, 512 usable); the tokenizer

@@ -130,6 +130,7 @@ def parse(argv: list[str]) -> tuple[TuneOptions, list[str]]:
     """Split ``--tune.*`` options (``--tune.x V`` or ``--tune.x=V``) from the fit arguments."""
     from jsonargparse import ArgumentParser
 
+    from seqcls.option_ranges import check_option_ranges
     from seqcls.run.config_checks import OneLineErrorParser
 
     tune_args: list[str] = []
@@ -151,6 +152,7 @@ def parse(argv: list[str]) -> tuple[TuneOptions, list[str]]:
         parsed = parser.parse_args(tune_args)
     except Exception as error:  # jsonargparse's ArgumentError: one line, with the flag
         raise ConfigurationError(str(error).splitlines()[0]) from None
+    check_option_ranges(parsed)
     return TuneOptions(**parsed.tune.as_dict()), fit_args
 
 

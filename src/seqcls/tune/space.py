@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import yaml
 
 from seqcls.errors import ConfigurationError
+from seqcls.option_ranges import RANGES
 
 Value = bool | int | float | str
 _KEYS = {"low", "high", "log", "step", "choices"}
@@ -132,6 +133,7 @@ def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
         if set(spec) != {"choices"} or not isinstance(choices, list) or not choices:
             problems.append(f"{flag}: choices is a non-empty list, with no low/high beside it")
             return Parameter(flag)
+        _check_in_range(flag, choices, problems)
         return Parameter(flag, choices=tuple(choices))
     low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
     numbers = [v for v in (low, high, step) if v is not None]
@@ -144,7 +146,17 @@ def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
             f"{flag}: needs low < high, and with log: true a low above 0 and no step "
             f"(got low {low}, high {high}{', step ' + str(step) if step is not None else ''})"
         )
+    _check_in_range(flag, [low, high], problems)
     return Parameter(flag, low=low, high=high, log=log, step=step)
+
+
+def _check_in_range(flag: str, values: list[Any], problems: list[str]) -> None:
+    """A trial that draws a value its flag refuses would fail: say so before the first."""
+    bounds = RANGES.get(flag)
+    outside = [v for v in values if bounds and _is_number(v) and not bounds.holds(v)]
+    if bounds and outside:
+        shown = ", ".join(f"{v:g}" for v in outside)
+        problems.append(f"{flag}: {shown} outside the flag's range {bounds.interval()}")
 
 
 def _is_number(value: Any) -> bool:

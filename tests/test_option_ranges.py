@@ -1,0 +1,66 @@
+"""The bounds of numeric options (seqcls/option_ranges.py), one by one."""
+
+import inspect
+import math
+
+import pytest
+from jsonargparse import Namespace
+
+from seqcls.data.classification import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.option_ranges import RANGES, Range, check_option_ranges, check_range
+
+
+@pytest.mark.parametrize(
+    ("bounds", "inside", "outside", "described", "interval"),
+    [
+        (Range(low=0, low_open=True), [1e-9, 5e-5, 10.0], [0.0, -1.0], "above 0", "(0, inf)"),
+        (Range(low=0), [0.0, 0.3], [-1e-9], "of at least 0", "[0, inf)"),
+        (Range(low=1), [1, 64], [0, -3], "of at least 1", "[1, inf)"),
+        (Range(low=0, high=1), [0.0, 0.5, 1.0], [-0.1, 1.01], "in [0, 1]", "[0, 1]"),
+        (Range(low=0, high=1, high_open=True), [0.0, 0.999], [1.0], "in [0, 1)", "[0, 1)"),
+        (Range(low=0, high=1, low_open=True), [1.0, 1e-3], [0.0], "in (0, 1]", "(0, 1]"),
+        (Range(high=1, high_open=True), [-5.0, 0.9], [1.0], "below 1", "(-inf, 1)"),
+    ],
+)
+def test_a_range_holds_what_it_describes(
+    bounds: Range, inside: list[float], outside: list[float], described: str, interval: str
+) -> None:
+    assert all(bounds.holds(v) for v in inside)
+    assert not any(bounds.holds(v) for v in outside)
+    assert not bounds.holds(math.nan)
+    assert bounds.describe() == described
+    assert bounds.interval() == interval
+
+
+def test_every_default_and_example_is_in_range() -> None:
+    for cls, section in [(SequenceClassifier, "model"), (TextClassificationDataModule, "data")]:
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            flag = f"{section}.{name}"
+            if flag in RANGES:
+                check_range(flag, parameter.default)  # raises when a default is out of range
+    for flag, bounds in RANGES.items():
+        example = [float(v) for v in bounds.example.strip("[]").split(",")]
+        assert all(bounds.holds(v) for v in example), flag
+
+
+def test_a_list_is_checked_value_by_value() -> None:
+    check_range("model.adam_betas", (0.9, 0.98))
+    with pytest.raises(ConfigurationError, match=r"^--model.adam_betas \[1, 0.999\]: give 2"):
+        check_range("model.adam_betas", [1.0, 0.999])
+
+
+def test_unset_and_non_numbers_are_left_to_the_parser() -> None:
+    check_range("model.learning_rate", None)  # unset: the problem type's default
+    check_range("data.num_proc", None)
+    check_range("model.threshold", "auto")  # a string: the parser's types decide
+
+
+def test_the_whole_config_is_checked_and_missing_flags_passed_over() -> None:
+    mlm_like = Namespace(model=Namespace(learning_rate=1e-4), data=Namespace(batch_size=8))
+    check_option_ranges(mlm_like)  # no threshold, no max_train_samples: nothing to check
+    check_option_ranges(Namespace(trainer=Namespace(max_epochs=-1)))  # not a ranged flag
+    bad = Namespace(model=Namespace(learning_rate=1e-4, threshold=1.0), data=Namespace())
+    with pytest.raises(ConfigurationError, match=r"^--model.threshold 1: give a value in \(0, 1\)"):
+        check_option_ranges(bad)
