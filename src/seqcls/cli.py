@@ -89,6 +89,7 @@ def main(args: Any = None) -> None:
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    from seqcls.run.bucket_check import answer_local_paths_first
     from seqcls.run.quiet import quiet_libraries
     from seqcls.run.signals import exit_status
 
@@ -96,6 +97,7 @@ def main(args: Any = None) -> None:
     logging.getLogger("seqcls").setLevel(logging.INFO)
 
     quiet_libraries()
+    answer_local_paths_first()
     try:
         if isinstance(argv, list) and argv[:1] == ["tune"]:
             _tune(argv[1:])
