@@ -37,7 +37,8 @@
 #                          hp-tuning-jobs create): each trial is the job above with one value
 #                          per flag of the search space appended, and lands in its own folder,
 #                          gs://B/runs/NAME/TRIAL_ID (docs/tuning.md)
-#   --parallel K           trials that run at once (default 1)
+#   --parallel K           trials that run at once (default 1); this and the three below
+#                          only with --tune
 #   --tune-space FILE      the search space (default configs/tune/space.yaml, as seqcls tune)
 #   --tune-metric M        the validation metric to optimise (default val/accuracy; val/mse
 #                          and val/loss are minimised, the others maximised)
@@ -73,10 +74,10 @@ target_option() {
     --reduction-server) need_value "$@"; reducers="$2"; consumed=2 ;;
     --spot) spot=true; consumed=1 ;;
     --tune) need_value "$@"; tune_trials="$2"; consumed=2 ;;
-    --parallel) need_value "$@"; tune_parallel="$2"; consumed=2 ;;
-    --tune-space) need_value "$@"; tune_space="$2"; consumed=2 ;;
-    --tune-metric) need_value "$@"; tune_metric="$2"; consumed=2 ;;
-    --tune-algorithm) need_value "$@"; tune_algorithm="$2"; consumed=2 ;;
+    --parallel) need_value "$@"; tune_parallel="$2"; tune_option_given=--parallel; consumed=2 ;;
+    --tune-space) need_value "$@"; tune_space="$2"; tune_option_given=--tune-space; consumed=2 ;;
+    --tune-metric) need_value "$@"; tune_metric="$2"; tune_option_given=--tune-metric; consumed=2 ;;
+    --tune-algorithm) need_value "$@"; tune_algorithm="$2"; tune_option_given=--tune-algorithm; consumed=2 ;;
     *) return 1 ;;
   esac
 }

@@ -22,6 +22,7 @@ consumed=0
 # Hyper-parameter tuning (train-cloud-gpu.sh --tune N): 0 trials is a plain custom job.
 tune_trials=0
 tune_parallel=1
+tune_option_given="" # the last of --parallel, --tune-space, ... given, for check_tuning
 tune_space="" # configs/tune/space.yaml
 tune_metric=val/accuracy
 tune_algorithm=ALGORITHM_UNSPECIFIED
@@ -202,7 +203,12 @@ create_command() {
 # seqcls/tune/vertex.py from the same file seqcls tune reads. Trials must not share a run
 # directory: each writes to its own folder under baseOutputDirectory.
 check_tuning() {
-  [[ "$tune_trials" != 0 ]] || return 0
+  if [[ "$tune_trials" == 0 ]]; then
+    # Without --tune a plain job starts, and would quietly leave the option out.
+    [[ -z "$tune_option_given" ]] ||
+      die "$tune_option_given: only with --tune N; add --tune N or leave it out"
+    return 0
+  fi
   need_count --tune "$tune_trials" 1
   need_count --parallel "$tune_parallel" 1
   ((tune_parallel <= tune_trials)) ||

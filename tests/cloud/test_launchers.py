@@ -344,6 +344,8 @@ MISTAKES = [
     (GPU, [*REQUIRED, "--name", "my run"], "--name my run: use letters"),
     (GPU, [*REQUIRED, "--tune", "x"], "--tune x: expected a whole number >= 1"),
     (GPU, [*REQUIRED, "--tune", "2", "--parallel", "3"], "--parallel 3: more than the 2 trials"),
+    (GPU, [*REQUIRED, "--parallel", "3"], "--parallel: only with --tune N; add --tune N or leave"),
+    (GPU, [*REQUIRED, "--tune-metric", "val/f1"], "--tune-metric: only with --tune N"),
     (GPU, [*REQUIRED, "--tune", "2", "--tune-algorithm", "HILL_CLIMB"],
      "--tune-algorithm HILL_CLIMB: one of ALGORITHM_UNSPECIFIED, GRID_SEARCH, RANDOM_SEARCH"),
     (GPU, [*REQUIRED, "--tune", "2", "--tune-space", "no/such.yaml"],
