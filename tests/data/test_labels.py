@@ -5,6 +5,7 @@ from seqcls.data.labels import (
     encode_labels,
     infer_label_space,
     is_unlabelled,
+    label_space_of_model,
     split_labels,
 )
 from seqcls.errors import ConfigurationError
@@ -109,3 +110,18 @@ def test_a_separator_turns_text_cells_into_label_lists() -> None:
     assert values == [["billing", "shipping"], ["account"], ["technical", "billing"]]
     assert space(values) == LabelSpace(MULTI, ("account", "billing", "shipping", "technical"))
     assert split_labels(["a|b"], None) == ["a|b"]
+
+
+def test_a_fine_tuned_models_config_gives_its_label_space() -> None:
+    ids = {str(i): f"topic-{i}" for i in range(12)}  # "10" sorts before "2" as text
+    config = {"problem_type": "multi_label_classification", "id2label": ids}
+    space = label_space_of_model(config)
+    assert space == LabelSpace("multi_label_classification", tuple(ids[str(i)] for i in range(12)))
+    regression = {"problem_type": "regression", "id2label": {"0": "score"}}
+    assert label_space_of_model(regression) == LabelSpace("regression", ("score",))
+
+
+def test_a_model_without_a_problem_type_has_no_label_space() -> None:
+    # What from_pretrained writes for a checkpoint with no classification head of its own.
+    assert label_space_of_model({"id2label": {"0": "LABEL_0", "1": "LABEL_1"}}) is None
+    assert label_space_of_model({"problem_type": "single_label_classification"}) is None

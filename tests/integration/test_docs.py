@@ -147,3 +147,4 @@ def test_every_documented_command_runs(workspace: Path) -> None:
     assert (workspace / "runs/quickstart/predictions.csv").is_file()
     assert (workspace / "runs/quickstart/predictions.jsonl").is_file()
     assert os.path.isdir(workspace / "runs/my-data/model")
+    assert (workspace / "runs/from-model/predictions.csv").is_file()

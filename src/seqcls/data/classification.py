@@ -7,7 +7,7 @@ import datasets
 
 from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
-from seqcls.data.encoding import EncodingSpec, load_encoded
+from seqcls.data.encoding import EncodingSpec, load_encoded, model_label_space
 from seqcls.data.glue import GLUE_DATASETS, glue_task
 from seqcls.data.inspection import report_seen_rows, report_truncation, show_examples
 from seqcls.data.labels import LabelSpace, ProblemType, label_counts
@@ -219,6 +219,8 @@ class TextClassificationDataModule(ClassificationBatches):
         if self._problem_type == "regression" or (self._label_names and self._problem_type):
             given = self._label_names or [self.label_column]
             return LabelSpace(self._problem_type, tuple(given))
+        if not self.sources.has_train():  # validate, test or predict with a fine-tuned model
+            return model_label_space(self.tokenizer_name_or_path)
         (source,) = self.sources.of("train")
         return read_label_space(
             source,

@@ -16,7 +16,14 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.data.columns import INDEX, LABELS
-from seqcls.data.labels import LabelSpace, Target, encode_labels, is_unlabelled, split_labels
+from seqcls.data.labels import (
+    LabelSpace,
+    Target,
+    encode_labels,
+    is_unlabelled,
+    label_space_of_model,
+    split_labels,
+)
 from seqcls.data.selection import Subset
 from seqcls.data.sources import Source
 from seqcls.data.tables import column_values, require_columns
@@ -55,6 +62,22 @@ def load_tokenizer(name_or_path: str | None) -> PreTrainedTokenizerBase:
         return AutoTokenizer.from_pretrained(local_model_dir(name_or_path, default_cache_dir()))
     except (OSError, ValueError) as error:
         raise unloadable("--data.tokenizer_name_or_path", name_or_path, error) from None
+
+
+def model_label_space(name_or_path: str | None) -> LabelSpace:
+    """The labels of the model ``--model.model_name_or_path`` names, for a run given no training
+    rows: a model fine-tuned by seqcls (or the HF Trainer) records them in its config.json."""
+    text = None
+    if name_or_path:
+        path = os.path.join(local_model_dir(name_or_path, default_cache_dir()), "config.json")
+        text = Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
+    space = label_space_of_model(json.loads(text)) if text else None
+    if space is None:
+        raise ConfigurationError(
+            "no train data: pass --data.train_file, or give --model.model_name_or_path a "
+            f"fine-tuned model, whose config.json names its labels ({name_or_path} names none)"
+        )
+    return space
 
 
 # Hashing a 30,000-word vocabulary takes about 0.1 s, and a run asks once per split and stage.

@@ -1,7 +1,7 @@
 """The label space: the problem type, the label names in a stable order, and rows to targets."""
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,6 +39,17 @@ class LabelSpace:
         if isinstance(target, list):
             return ", ".join(name for name, on in zip(self.names, target, strict=True) if on)
         return self.names[int(target)]  # type: ignore[call-overload]
+
+
+def label_space_of_model(config: Mapping[str, object]) -> LabelSpace | None:
+    """The label space a fine-tuned classifier's ``config.json`` records (its problem type and
+    ``id2label``), as seqcls and the HF Trainer export it; None for a model with no head of its
+    own yet, whose config names no problem type."""
+    problem_type, id2label = config.get("problem_type"), config.get("id2label")
+    if problem_type not in PROBLEM_TYPES or not isinstance(id2label, Mapping) or not id2label:
+        return None
+    names = tuple(str(id2label[key]) for key in sorted(id2label, key=lambda key: int(str(key))))
+    return LabelSpace(problem_type, names)
 
 
 def infer_label_space(

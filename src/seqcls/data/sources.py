@@ -112,6 +112,10 @@ class SplitSources:
             return [Source(flag, path=path)]
         return [self._hub(f"--data.{split}_split", str(self.hub_splits[split]))]
 
+    def has_train(self) -> bool:
+        """Whether training rows are given: a training file, or a hub dataset's split."""
+        return not self.use_files or isinstance(self.files["train"], str)
+
     def has_validation(self) -> bool:
         return any(source is not None for _, source in self.validation_sets())
 
