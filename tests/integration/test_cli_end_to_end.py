@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,67 @@ def test_exported_model_predicts_like_the_checkpoint(
         assert set(by_name) == set(LABELS)
         for name in LABELS:
             assert by_name[name] == pytest.approx(float(row[f"score_{name}"]), abs=1e-5)
+
+
+def test_the_exported_model_alone_predicts_and_validates(
+    run: Path, predictions: list[dict[str, str]], tmp_path: Path
+) -> None:
+    """model/ copied anywhere is enough: its config.json names the labels, no training file."""
+    model = shutil.copytree(run / "model", tmp_path / "model")
+    main([
+        "predict", "--model.model_name_or_path", str(model),
+        "--data.predict_file", str(SAMPLE / "predict.csv"),
+        "--trainer.default_root_dir", str(tmp_path / "predict"),
+    ])  # fmt: skip
+    alone = read_rows(tmp_path / "predict" / "predictions.csv")
+    assert [row["label"] for row in alone] == [row["label"] for row in predictions]
+    for mine, theirs in zip(alone, predictions, strict=True):
+        assert float(mine["score"]) == pytest.approx(float(theirs["score"]), abs=1e-5)
+    main([
+        "validate", "--model.model_name_or_path", str(model),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--trainer.default_root_dir", str(tmp_path / "validate"),
+    ])  # fmt: skip
+    metrics = json.loads((tmp_path / "validate" / "metrics.json").read_text())
+    best = json.loads((run / "metrics.json").read_text())
+    assert metrics["validation"]["accuracy"] == pytest.approx(best["validation"]["accuracy"])
+
+
+@pytest.mark.parametrize("subcommand", ["predict", "validate", "test"])
+def test_scoring_a_runs_config_without_a_checkpoint_stops_with_one_line(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], subcommand: str
+) -> None:
+    """config.yaml names the pretrained model the run started from: without --ckpt_path its
+    label layer would be new, and every score a guess."""
+    with pytest.raises(SystemExit) as done:
+        main([
+            subcommand, "--config", str(run / "config.yaml"),
+            "--data.predict_file", str(SAMPLE / "predict.csv"),
+            "--data.test_file", str(SAMPLE / "validation.csv"),
+            "--trainer.default_root_dir", str(tmp_path / "scores"),
+        ])  # fmt: skip
+    assert done.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("seqcls: error: --ckpt_path: not given, and ")
+    assert f"so {subcommand} would score guesses; pass --ckpt_path RUN/checkpoints/last.ckpt" in line
+    assert not (tmp_path / "scores" / "predictions.csv").exists()
+    assert not (tmp_path / "scores" / "metrics.json").exists()
+
+
+def test_without_training_rows_a_pretrained_model_names_no_labels(
+    tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([
+            "predict", "--model.model_name_or_path", str(tiny_bert),
+            "--data.predict_file", str(SAMPLE / "predict.csv"),
+            "--trainer.default_root_dir", str(tmp_path / "predict"),
+        ])  # fmt: skip
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "seqcls: error: no train data: pass --data.train_file, or give "
+        "--model.model_name_or_path a fine-tuned model, whose config.json names its labels "
+        f"({tiny_bert} names none)"
+    )
 
 
 def test_last_checkpoint_stays_fresh_when_the_metric_stops_improving(

@@ -164,9 +164,11 @@ class SequenceClassifier(pl.LightningModule):
         # What predict applies on top of the logits: set after fit, or read from the run's
         # exported model (see run/report.py); none until then.
         self.calibration: Calibration | None = None
-        self.model = load_classifier(
+        self.model, plan = load_classifier(
             model_name_or_path, self.labels, gradient_checkpointing=gradient_checkpointing
         )
+        # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
+        self.label_layer_source = plan.source
         reinitialise_top_layers(self.model, reinit_layers)
         self.hparams["pooling"] = set_up_head_input(
             self.model, model_name_or_path, pooling, last_layer_first_token_only

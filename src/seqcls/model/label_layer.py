@@ -51,9 +51,10 @@ class LabelLayerPlan:
 
 def load_classifier(
     name_or_path: str, labels: LabelSpace, *, gradient_checkpointing: bool = False
-) -> PreTrainedModel:
+) -> tuple[PreTrainedModel, LabelLayerPlan]:
     """A sequence classifier for ``labels`` from ``name_or_path``, in training mode: the
-    checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``)."""
+    checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``),
+    with where that layer came from."""
     model = load_for_training(
         AutoModelForSequenceClassification,
         name_or_path,
@@ -66,8 +67,7 @@ def load_classifier(
         ignore_mismatched_sizes=True,
     )
     where = f"--model.model_name_or_path {name_or_path}"
-    set_up_label_layer(model, checkpoint_config(name_or_path), labels, where)
-    return model
+    return model, set_up_label_layer(model, checkpoint_config(name_or_path), labels, where)
 
 
 def checkpoint_labels(config: PretrainedConfig) -> list[str] | None:

@@ -38,6 +38,7 @@ from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_max_length,
+    check_scores_trained_weights,
     check_strategy,
     check_trainer,
 )
@@ -162,6 +163,12 @@ class RunCLI(LightningCLI):
         if self.subcommand and "ckpt_path" in self.config_init[self.subcommand]:
             # Only what runs gets the resolved file; config.yaml keeps --ckpt_path as given.
             self.config_init[self.subcommand].ckpt_path = self.ckpt_path
+        check_scores_trained_weights(
+            self.subcommand,
+            self.ckpt_path,
+            getattr(self.model, "label_layer_source", None),
+            self._config().get("model.model_name_or_path"),
+        )
         network = getattr(self.model, "model", None)
         if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):
             pairs = getattr(self.datamodule, "text_pair_column", None) is not None

@@ -158,3 +158,18 @@ def check_max_length(
             f"--data.max_length {max_length} is longer than the model takes "
             f"({min(limits)} tokens); set --data.max_length {min(limits)} or less"
         )
+
+
+def check_scores_trained_weights(
+    subcommand: str | None, ckpt_path: str | None, label_layer: str | None, model: object
+) -> None:
+    """validate, test and predict without a checkpoint score the model as loaded: fine for a
+    fine-tuned model (a fit's ``model/``), random guesses where its label layer is new (a
+    run's ``config.yaml`` names the pretrained model it started from)."""
+    if subcommand in ("validate", "test", "predict") and not ckpt_path and label_layer == "new":
+        raise ConfigurationError(
+            f"--ckpt_path: not given, and {model} has no label layer for these labels (a new "
+            f"one would be random), so {subcommand} would score guesses; pass --ckpt_path "
+            "RUN/checkpoints/last.ckpt, or --model.model_name_or_path RUN/model (a fit's "
+            "exported model)"
+        )
