@@ -205,7 +205,9 @@ def test_scoring_a_runs_config_without_a_checkpoint_stops_with_one_line(
     assert done.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("seqcls: error: --ckpt_path: not given, and ")
-    assert f"so {subcommand} would score guesses; pass --ckpt_path RUN/checkpoints/last.ckpt" in line
+    assert (
+        f"so {subcommand} would score guesses; pass --ckpt_path RUN/checkpoints/last.ckpt" in line
+    )
     assert not (tmp_path / "scores" / "predictions.csv").exists()
     assert not (tmp_path / "scores" / "metrics.json").exists()
 

@@ -110,6 +110,28 @@ def test_unknown_key_in_a_config_file(capsys, tiny_bert: Path, tmp_path: Path) -
     assert "did you mean data.batch_size?" in line
 
 
+def test_a_value_outside_the_choices(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.output_format", "xml")
+    assert line == "seqcls: error: --data.output_format xml: expected one of csv, jsonl, glue"
+
+
+def test_a_checkpoint_that_does_not_exist(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "best.ckpt"
+    with pytest.raises(SystemExit) as done:
+        main([
+            "validate", "--model.model_name_or_path", str(tiny_bert),
+            "--data.train_file", str(SAMPLE / "train.csv"),
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--trainer.default_root_dir", str(tmp_path / "run"), "--ckpt_path", str(missing),
+        ])  # fmt: skip
+    assert done.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert (
+        error.strip().splitlines()[-1] == f"seqcls: error: --ckpt_path: file not found: {missing}"
+    )
+
+
 def test_wrong_type(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     line = fit_error(capsys, tiny_bert, tmp_path, "--trainer.max_epochs", "three")
     assert line == "seqcls: error: --trainer.max_epochs three: expected int or null"

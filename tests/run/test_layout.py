@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from seqcls.cloud.vertex import VertexOutputDirs, vertex_output_dirs
+from seqcls.errors import ConfigurationError
 from seqcls.run.layout import DEFAULT_ROOT, RunLayout, run_layout
 from seqcls.run.resume import StartPoint, start_point
 
@@ -78,6 +79,14 @@ def test_an_explicit_run_directory_wins_over_aip(caplog: pytest.LogCaptureFixtur
 
 
 def test_other_checkpoint_paths_pass_through(tmp_path: Path) -> None:
-    for given in [None, "best", "some/local.ckpt"]:
+    local = tmp_path / "some" / "local.ckpt"
+    local.parent.mkdir()
+    local.write_bytes(b"")
+    for given in [None, "best", "hpc", "registry:org/model", str(local)]:
         start = start_point(given, str(tmp_path), tmp_path, automatic=False)
         assert start == StartPoint(given, given)
+
+
+def test_a_checkpoint_path_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"^--ckpt_path: file not found: no/such\.ckpt$"):
+        start_point("no/such.ckpt", str(tmp_path), tmp_path, automatic=False)

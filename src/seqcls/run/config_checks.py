@@ -61,8 +61,12 @@ def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str
         listing = f"{command} --help lists every option"
         return f"{given}: unknown {where}; {hint + ' ' if hint else ''}({listing})"
     key = re.search(r'Parser key "([^"]+)"', message)
-    given = re.search(r"Given value: (.*)", message)
+    given = re.search(r"(?:Given|Got) value: (.*)", message)
     expected = re.findall(r"Expected a <class '([^']+)'>", message)
+    choices = re.search(r"Expected a typing\.Literal\[([^\]]*)\]", message)
+    if key and given and choices:
+        names = ", ".join(name.strip().strip("'\"") for name in choices.group(1).split(","))
+        return f"--{key.group(1)} {given.group(1).strip()}: expected one of {names}"
     if key and given and expected:
         names = " or ".join("null" if name == "NoneType" else name for name in expected)
         return f"--{key.group(1)} {given.group(1).strip()}: expected {names}"

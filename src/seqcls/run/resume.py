@@ -58,6 +58,10 @@ def check_continues(start: StartPoint, max_epochs: int | None, model: str | None
         )
 
 
+# --ckpt_path values Lightning resolves itself ("registry:..." too); "last" is resolved here.
+LIGHTNINGS_OWN = ("best", "hpc")
+
+
 def start_point(
     ckpt_path: str | None, checkpoints_dir: str, downloads: Path, *, automatic: bool
 ) -> StartPoint:
@@ -71,10 +75,14 @@ def start_point(
     if ckpt_path == LAST or (ckpt_path is None and automatic):
         how = "--ckpt_path last" if ckpt_path == LAST else "This run directory has checkpoints"
         return _newest_complete(checkpoints_dir, downloads, how)
-    if ckpt_path is None or not is_remote(ckpt_path):
+    if ckpt_path is None or ckpt_path in LIGHTNINGS_OWN or ckpt_path.startswith("registry"):
         return StartPoint(ckpt_path, ckpt_path)
+    # Checked here, locally too: Lightning's own FileNotFoundError comes after the model and
+    # data have loaded, as a traceback.
     if not exists(ckpt_path):
         raise ConfigurationError(f"--ckpt_path: file not found: {ckpt_path}")
+    if not is_remote(ckpt_path):
+        return StartPoint(ckpt_path, ckpt_path)
     return StartPoint(ckpt_path, _local_copy(ckpt_path, downloads))
 
 
