@@ -57,6 +57,24 @@ def test_validation_label_never_seen_in_training(capsys, tiny_bert: Path, tmp_pa
     assert "'refunds'" in line
 
 
+def test_rows_are_numbered_as_predictions_number_them(
+    capsys, tiny_bert: Path, tmp_path: Path
+) -> None:
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\nwhere is my refund,billing\n,billing\n")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.validation_file", str(dev))
+    assert line == (
+        f"seqcls: error: {dev}: column 'text' row 1 (counted from 0 after the header) is None, "
+        "not text; fill or drop that row, or point --data.text_column at the text"
+    )
+    dev.write_text("text,label\nwhere is my refund,billing\nmy card,\n")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.validation_file", str(dev))
+    assert line == (
+        f"seqcls: error: {dev}, column 'label': empty or NaN label in row(s) 1 (counted from 0 "
+        "after the header); every row needs a label"
+    )
+
+
 def test_empty_validation_split(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     dev = tmp_path / "dev.csv"
     dev.write_text("text,label\n")

@@ -17,6 +17,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.labels import (
+    ROWS_FROM_0,
     LabelSpace,
     Target,
     encode_labels,
@@ -263,7 +264,7 @@ def texts_of(batch: dict[str, list[Any]], column: str, indices: list[int], path:
     for row, value in zip(indices, values, strict=True):
         if not isinstance(value, str):
             raise ConfigurationError(
-                f"{path}: column {column!r} row {row} is {value!r}, not text; "
+                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is {value!r}, not text; "
                 "fill or drop that row, or point --data.text_column at the text"
             )
     return values

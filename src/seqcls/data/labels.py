@@ -15,6 +15,8 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
 )
 UNLABELLED = -1  # GLUE test splits store this in place of a label
 _SHOWN = 10  # how many offending rows or values an error message lists
+# How error messages number a file's rows: as predictions.csv's index does.
+ROWS_FROM_0 = "counted from 0 after the header"
 Target = int | float | list[float]
 
 
@@ -188,7 +190,8 @@ def _require_labels(values: Sequence[object], *, where: str) -> None:
         rows = ", ".join(str(row) for row in missing[:_SHOWN])
         more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
         raise ConfigurationError(
-            f"{where}: empty or NaN label in row(s) {rows}{more}; every row needs a label"
+            f"{where}: empty or NaN label in row(s) {rows}{more} ({ROWS_FROM_0}); every row "
+            "needs a label"
         )
 
 
