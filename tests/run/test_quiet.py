@@ -1,6 +1,7 @@
 """A run's output keeps seqcls's lines and drops the libraries' chatter (seqcls.run.quiet)."""
 
 import logging
+import sys
 import warnings
 from collections.abc import Iterator
 
@@ -10,6 +11,7 @@ import transformers
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities._pytree import _tree_flatten
 
+from seqcls.cli import main
 from seqcls.run.quiet import quiet_libraries
 
 
@@ -52,6 +54,19 @@ def test_lightnings_own_pytree_deprecation_is_silent(quiet: None) -> None:
         quiet_libraries()  # its filter must outrank "always"
         _tree_flatten(1.0)
     assert [str(warning.message) for warning in caught] == []
+
+
+def test_arguments_from_python_beside_the_processs_own_are_not_warned_about(
+    quiet: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every trial of seqcls tune does: LightningCLI warned, listing both in full."""
+    monkeypatch.setattr(sys, "argv", ["seqcls", "tune", "--tune.n_trials", "2"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()
+        with pytest.raises(SystemExit):
+            main(["fit", "--config", "configs/local.yaml", "--print_config"])
+    assert not [w for w in caught if "args parameter" in str(w.message)]
 
 
 def test_other_warnings_still_show(quiet: None) -> None:

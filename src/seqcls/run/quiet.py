@@ -16,6 +16,10 @@ _TIP_PREFIX = "💡 Tip"
 # Raised by torch 2.13 from Lightning 2.6's own ``_pytree`` module, at every fit; nothing a
 # user writes causes it or can fix it.
 _LIGHTNING_PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+# Raised when a LightningCLI gets its arguments from Python while the process has its own:
+# every trial of seqcls tune, and any script that calls seqcls.cli.main(args). Both are the
+# way seqcls is meant to be driven; the warning prints both argument lists in full.
+_LIGHTNING_ARGS_AND_ARGV = r"LightningCLI's args parameter is intended to run from within Python"
 
 
 class _DropTips(logging.Filter):
@@ -34,3 +38,4 @@ def quiet_libraries() -> None:
     if not any(isinstance(known, _DropTips) for known in rank_zero.filters):
         rank_zero.addFilter(_DropTips())
     warnings.filterwarnings("ignore", message=_LIGHTNING_PYTREE_DEPRECATION)
+    warnings.filterwarnings("ignore", message=_LIGHTNING_ARGS_AND_ARGV)
