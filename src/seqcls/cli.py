@@ -31,7 +31,7 @@ SUBCOMMANDS = {
 }
 _LISTING = "".join(f"  {name:<10}  {text}\n" for name, text in SUBCOMMANDS.items())
 HELP = f"""\
-usage: seqcls [-h] {{{",".join(SUBCOMMANDS)}}} ...
+usage: seqcls [-h] [--version] {{{",".join(SUBCOMMANDS)}}} ...
 
 seqcls fine-tunes Hugging Face sequence classifiers (BERT, RoBERTa and anything
 AutoModelForSequenceClassification loads) with PyTorch Lightning, on a CPU, GPUs (one or
@@ -42,11 +42,21 @@ subcommands:
 {_LISTING}
 options:
   -h, --help  show this help message and exit
+  --version   print seqcls's version and exit
 
 Every subcommand takes --config FILE (repeat it: configs stack) and --section.key VALUE;
 seqcls SUBCOMMAND --help lists every flag, --print_config shows the resolved config.
 For example: seqcls fit --config configs/local.yaml
 """
+
+
+def unknown_subcommand(given: str) -> str:
+    """The one line for a first argument that is no subcommand, with the closest one."""
+    import difflib
+
+    close = difflib.get_close_matches(given, list(SUBCOMMANDS), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f"{given}: not a subcommand; {hint}(one of {', '.join(SUBCOMMANDS)}; seqcls --help)"
 
 
 def make_cli(args: Any = None, *, run: bool = True) -> "SeqclsCLI":
@@ -85,6 +95,16 @@ def main(args: Any = None) -> None:
         if not argv:
             sys.exit(2)  # no subcommand: as argparse does
         return
+    if isinstance(argv, list) and argv[:1] == ["--version"]:
+        from seqcls import __version__
+
+        print(f"seqcls {__version__}")
+        return
+    if isinstance(argv, list) and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        # Before the seconds of imports a subcommand takes; Lightning's parser would list only
+        # its own four subcommands, without mlm and tune.
+        print(f"seqcls: error: {unknown_subcommand(argv[0])}", file=sys.stderr)
+        sys.exit(2)
     prepare_process()
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     from pytorch_lightning.utilities.exceptions import SIGTERMException

@@ -7,6 +7,7 @@ import sys
 import pytest
 from pytorch_lightning.cli import LightningCLI
 
+import seqcls
 from seqcls.cli import HELP, SUBCOMMANDS, main
 from seqcls.mlm.cli import MaskedLMCLI
 
@@ -37,6 +38,30 @@ def test_the_listing_matches_the_command_line_interfaces() -> None:
     assert set(SUBCOMMANDS) == classifier | {"mlm", "tune"}
     mlm = "|".join(MaskedLMCLI.subcommands())
     assert f"seqcls mlm {mlm}" in SUBCOMMANDS["mlm"]
+
+
+def test_version_and_a_mistyped_subcommand_answer_without_importing_lightning() -> None:
+    probe = (
+        "import json, sys\n"
+        "from seqcls.cli import main\n"
+        "main(['--version'])\n"
+        "try:\n"
+        "    main(['tun', '--tune.n_trials', '2'])\n"
+        "except SystemExit as stop:\n"
+        "    print('exit', stop.code)\n"
+        f"print(json.dumps(sorted({{n.split('.')[0] for n in sys.modules}} & set({HEAVY!r}))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    version, status, imported = done.stdout.splitlines()
+    assert version == f"seqcls {seqcls.__version__}"
+    assert status == "exit 2"
+    assert json.loads(imported) == []
+    assert done.stderr.strip() == (
+        "seqcls: error: tun: not a subcommand; did you mean tune? "
+        "(one of fit, validate, test, predict, mlm, tune; seqcls --help)"
+    )
 
 
 def test_no_subcommand_prints_the_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
