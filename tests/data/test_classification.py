@@ -97,6 +97,17 @@ def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypat
     assert second.splits["train"][0]["input_ids"] == first.splits["train"][0]["input_ids"]
 
 
+def test_each_cache_entry_is_named_once_in_the_log(make_data, caplog) -> None:
+    """A fit's prepare_data tokenizes and its setup reads the cache again: each split named
+    once, not twice (here: two setups, as a second data module in one process)."""
+    with caplog.at_level(logging.INFO, logger="seqcls.data.encoding"):
+        make_data().setup("fit")
+        make_data().setup("fit")
+    encoding = [record for record in caplog.records if record.name == "seqcls.data.encoding"]
+    lines = [record.getMessage().split(": ")[1] for record in encoding]
+    assert sorted(line.split(" ")[0] for line in lines) == ["tokenizing", "tokenizing"]
+
+
 @pytest.mark.parametrize(
     "change", [{"max_length": 8}, {"text_column": "context"}, {"text_pair_column": "context"}]
 )

@@ -130,6 +130,10 @@ def load_encoded(
     )
 
 
+# The cache entries this process has named in its log already: each is named once.
+_NAMED: set[Path] = set()
+
+
 def load_cached(
     source: Source,
     *,
@@ -145,9 +149,12 @@ def load_cached(
     """
     target = cache_dir / cache_key(source, tokenizer, spec)
     if (target / "dataset_info.json").is_file():
-        log.info("%s: using cached tokens in %s", source.flag, target)
+        if target not in _NAMED:  # a fit reads each entry in prepare_data and again in setup
+            log.info("%s: using cached tokens in %s", source.flag, target)
+            _NAMED.add(target)
         return datasets.load_from_disk(str(target))
     log.info("%s: tokenizing %s (cached in %s)", source.flag, source.label, target)
+    _NAMED.add(target)
     encoded = build()
     staging = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     encoded.save_to_disk(str(staging))
