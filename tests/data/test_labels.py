@@ -121,7 +121,16 @@ def test_a_fine_tuned_models_config_gives_its_label_space() -> None:
     assert label_space_of_model(regression) == LabelSpace("regression", ("score",))
 
 
-def test_a_model_without_a_problem_type_has_no_label_space() -> None:
+def test_a_hub_classifier_without_a_problem_type_is_read_as_transformers_reads_it() -> None:
+    head = {"architectures": ["DistilBertForSequenceClassification"]}
+    two = head | {"id2label": {"0": "NEGATIVE", "1": "POSITIVE"}}
+    assert label_space_of_model(two) == LabelSpace(SINGLE, ("NEGATIVE", "POSITIVE"))
+    one = head | {"id2label": {"0": "LABEL_0"}}
+    assert label_space_of_model(one) == LabelSpace("regression", ("LABEL_0",))
+
+
+def test_a_model_without_a_classification_head_has_no_label_space() -> None:
     # What from_pretrained writes for a checkpoint with no classification head of its own.
-    assert label_space_of_model({"id2label": {"0": "LABEL_0", "1": "LABEL_1"}}) is None
+    base = {"architectures": ["BertModel"], "id2label": {"0": "LABEL_0", "1": "LABEL_1"}}
+    assert label_space_of_model(base) is None
     assert label_space_of_model({"problem_type": "single_label_classification"}) is None

@@ -44,11 +44,20 @@ class LabelSpace:
 
 
 def label_space_of_model(config: Mapping[str, object]) -> LabelSpace | None:
-    """The label space a fine-tuned classifier's ``config.json`` records (its problem type and
-    ``id2label``), as seqcls and the HF Trainer export it; None for a model with no head of its
-    own yet, whose config names no problem type."""
+    """The label space a fine-tuned classifier's ``config.json`` records: its ``id2label`` and
+    problem type, as seqcls exports them. A classifier saved without a problem type (many on
+    the hub) is read as transformers reads it: one output a regression, more a single-label
+    classification. None for a model with no classification head of its own."""
     problem_type, id2label = config.get("problem_type"), config.get("id2label")
-    if problem_type not in PROBLEM_TYPES or not isinstance(id2label, Mapping) or not id2label:
+    if not isinstance(id2label, Mapping) or not id2label:
+        return None
+    architectures = config.get("architectures")
+    classifier = isinstance(architectures, list) and any(
+        str(name).endswith("ForSequenceClassification") for name in architectures
+    )
+    if problem_type is None and classifier:
+        problem_type = "regression" if len(id2label) == 1 else "single_label_classification"
+    if problem_type not in PROBLEM_TYPES:
         return None
     names = tuple(str(id2label[key]) for key in sorted(id2label, key=lambda key: int(str(key))))
     return LabelSpace(problem_type, names)
