@@ -2,14 +2,18 @@
 
 import inspect
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 from jsonargparse import Namespace
 
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.option_ranges import RANGES, Range, check_option_ranges, check_range
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -71,3 +75,16 @@ def test_the_whole_config_is_checked_and_missing_flags_passed_over() -> None:
     bad = Namespace(model=Namespace(learning_rate=1e-4, threshold=1.0), data=Namespace())
     with pytest.raises(ConfigurationError, match=r"^--model.threshold 1: give a value in \(0, 1\)"):
         check_option_ranges(bad)
+
+
+def test_every_shipped_config_is_in_range() -> None:
+    """A config under configs/ with a value out of range would fail every run that stacks it."""
+    checked = 0
+    for path in sorted(REPO.glob("configs/**/*.yaml")):
+        config = yaml.safe_load(path.read_text()) or {}
+        for section, options in config.items() if isinstance(config, dict) else []:
+            for key, value in options.items() if isinstance(options, dict) else []:
+                if f"{section}.{key}" in RANGES:
+                    check_range(f"{section}.{key}", value)
+                    checked += 1
+    assert checked >= 10  # the configs set batch sizes, learning rates, lengths...
