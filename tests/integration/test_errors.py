@@ -133,6 +133,17 @@ def test_a_value_outside_the_choices(capsys, tiny_bert: Path, tmp_path: Path) ->
     assert line == "seqcls: error: --data.output_format xml: expected one of csv, jsonl, glue"
 
 
+def test_a_glue_file_for_local_files_needs_the_task(
+    capsys, tiny_bert: Path, tmp_path: Path
+) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.output_format", "glue")
+    assert line == (
+        "seqcls: error: --data.dataset_config: not set, and a GLUE submission file is per "
+        "task; name it with --data.dataset_config, one of cola, sst2, mrpc, qqp, stsb, mnli, "
+        "qnli, rte, wnli, ax"
+    )
+
+
 def test_a_checkpoint_that_does_not_exist(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     missing = tmp_path / "best.ckpt"
     with pytest.raises(SystemExit) as done:

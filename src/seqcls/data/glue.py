@@ -31,6 +31,11 @@ GLUE_TASKS: dict[str, GlueSubmission] = {
 
 
 def glue_task(dataset_config: str | None) -> GlueSubmission:
+    if dataset_config is None:  # local files with --data.output_format glue
+        raise ConfigurationError(
+            "--data.dataset_config: not set, and a GLUE submission file is per task; name it "
+            f"with --data.dataset_config, one of {', '.join(GLUE_TASKS)}"
+        )
     if dataset_config not in GLUE_TASKS:
         raise ConfigurationError(
             f"--data.dataset_config: {dataset_config!r} is not a GLUE task; "
