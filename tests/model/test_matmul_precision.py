@@ -12,6 +12,7 @@ from seqcls.classifier_cli import make_cli
 from seqcls.model import matmul_precision
 from seqcls.model.matmul_precision import (
     MatmulPrecision,
+    attention_in_mkl,
     batched_product,
     cpu_has_bf16_products,
     torch_precision_for,
@@ -182,3 +183,52 @@ def test_attention_products_stay_in_mkl_forward_and_backward_while_a_run_uses_on
     assert plain_at == ["medium"] * 3
     for ours, expected in zip(kept, reference, strict=True):
         assert torch.equal(ours, expected)
+
+
+class PrecisionAtAttention(TorchDispatchMode):
+    """Records torch's matmul precision at every SDPA kernel, forward and backward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if "scaled_dot_product" in func.overloadpacket.__name__:
+            self.seen.append(torch.get_float32_matmul_precision())
+        return func(*args, **(kwargs or {}))
+
+
+def sdpa_outputs_and_grads(attend: Any, grad: bool = True) -> tuple[list[Any], list[str]]:
+    generator = torch.Generator().manual_seed(0)
+    # 8 segments of up to 40 tokens, 12 heads of 32, as attention by segments gives them.
+    query, key, value = (
+        torch.randn(8, 12, 40, 32, generator=generator).requires_grad_() for _ in range(3)
+    )
+    keep = torch.rand(8, 1, 1, 40, generator=generator) > 0.2
+    keep[..., 0] = True
+    with PrecisionAtAttention() as recorder, torch.set_grad_enabled(grad):
+        out, _ = attend(torch.nn.Module(), query, key, value, keep, dropout=0.0, scaling=None)
+        if grad:
+            out.backward(torch.randn(out.shape, generator=generator))
+    return [out.detach(), *(state.grad for state in (query, key, value))], recorder.seen
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_sdpa_runs_in_mkl_forward_and_backward_while_a_run_uses_onednn(grad: bool) -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    reference, reference_at = sdpa_outputs_and_grads(sdpa_attention_forward, grad)
+    assert reference_at == ["highest"] * (2 if grad else 1)  # forward, and backward
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        kept, kept_at = sdpa_outputs_and_grads(attention_in_mkl(sdpa_attention_forward), grad)
+        _, plain_at = sdpa_outputs_and_grads(sdpa_attention_forward, grad)
+        assert torch.get_float32_matmul_precision() == "medium"  # put back after each call
+    finally:
+        precision.restore()
+    # SDPA's CPU kernel at medium took ten times as long for the same outputs (docs).
+    assert plain_at == ["medium"] * len(reference_at)
+    assert kept_at == reference_at
+    for ours, expected in zip(kept, reference, strict=True):
+        assert (ours is None and expected is None) or torch.equal(ours, expected)

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 import torch
+from test_matmul_precision import PrecisionAtAttention
 from test_packed_forward import (
     MASK_SERVED,
     TINY,
@@ -18,8 +19,9 @@ from transformers import PreTrainedModel
 from seqcls.data.packing import SEGMENT_ROWS, SEGMENT_STARTS, pack, segment_lengths
 from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
+from seqcls.model.matmul_precision import MatmulPrecision
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.segment_attention import plan_segments, switch_back
+from seqcls.model.segment_attention import ATTENTION_GROUPS, plan_segments, switch_back
 
 
 def one_row(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -119,6 +121,31 @@ def test_training_with_attention_dropout_draws_it_per_group_from_the_fast_genera
     model.eval()
     switch_back(model)
     assert model.config._attn_implementation == CPU_DROPOUT_ATTENTION
+
+
+@pytest.mark.parametrize("fast_dropout", [False, True])
+@pytest.mark.parametrize("packed", [True, False])
+def test_scoring_attends_in_mkl_while_a_run_sends_products_to_onednn(
+    fast_dropout: bool, packed: bool
+) -> None:
+    # SDPA's CPU kernel ran ten times slower at "medium" for the same outputs (docs).
+    model = tiny_model("bert")
+    if fast_dropout:
+        use_cpu_dropout(model)
+    forward = PackedForward(model)
+    assert forward.use_segments()
+    model.eval()
+    features = rows(count=9)
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        with torch.no_grad(), PrecisionAtAttention() as recorder:
+            forward(one_row(features)) if packed else model(**padded(features))
+    finally:
+        precision.restore()
+    assert recorder.seen == ["highest"] * TINY["num_hidden_layers"] * (
+        ATTENTION_GROUPS if packed else 1
+    )
 
 
 def test_unpacked_batches_of_a_switched_model_run_the_models_own_attention() -> None:

@@ -27,10 +27,11 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from seqcls.model.matmul_precision import batched_product
+from seqcls.model.matmul_precision import attention_in_mkl, batched_product
 
 CPU_DROPOUT_ATTENTION = "seqcls_cpu_dropout_sdpa"
 _INT32_RANGE = 2**32
+_sdpa_in_mkl = attention_in_mkl(sdpa_attention_forward)
 
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
@@ -99,7 +100,7 @@ def _cpu_dropout_attention(
     )
     if dropout > 0.0 and query.device.type == "cpu" and plain:
         return attention_with_dropout(query, key, value, attention_mask, dropout, scaling), None
-    return sdpa_attention_forward(
+    return _sdpa_in_mkl(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
 

@@ -17,12 +17,13 @@ precision when it starts on a CPU and puts the previous one back when it ends, o
 (``MatmulPrecision``): it is torch's setting for the whole process.
 """
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
+from torch.nn import Module
 
 from seqcls.hardware import on_cpu
 
@@ -127,6 +128,61 @@ def batched_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if torch.get_float32_matmul_precision() == "highest" or a.dtype != torch.float32:
         return torch.matmul(a, b)
     return _ProductAtHighest.apply(a, b)
+
+
+class _AttentionAtHighest(torch.autograd.Function):
+    """``attend(query, key, value)``, forward and backward, at torch's default precision."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, attend: Callable[..., torch.Tensor], *states: torch.Tensor
+    ) -> torch.Tensor:
+        inputs = [state.detach().requires_grad_(state.requires_grad) for state in states]
+        with torch.enable_grad(), _highest():
+            out = attend(*inputs)
+        ctx.inputs, ctx.out = inputs, out
+        return out.detach()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        wanted = [state for state in ctx.inputs if state.requires_grad]
+        with _highest():
+            grads = iter(torch.autograd.grad(ctx.out, wanted, grad))
+        return None, *(next(grads) if state.requires_grad else None for state in ctx.inputs)
+
+
+def attention_in_mkl(attend: Callable[..., tuple[torch.Tensor, Any]]) -> Callable[..., Any]:
+    """An attention function of transformers' signature that runs ``attend`` with its products
+    in MKL even while a run sends products to oneDNN. SDPA's CPU kernel at ``medium`` took 4.9
+    ms a call against 0.5 ms for 8 segments of 40 tokens (torch 2.13, Zen 4), the same outputs
+    to the last bit: a third of each validation step of the SST-2 job (docs/benchmarks.md)."""
+
+    def attend_in_mkl(
+        module: Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+        *args: Any, **kwargs: Any,
+    ) -> tuple[torch.Tensor, Any]:  # fmt: skip
+        if (
+            torch.get_float32_matmul_precision() == "highest"
+            or query.dtype != torch.float32
+            or query.device.type != "cpu"
+        ):
+            return attend(module, query, key, value, *args, **kwargs)
+        if not torch.is_grad_enabled() or not any(
+            state.requires_grad for state in (query, key, value)
+        ):
+            with _highest():
+                return attend(module, query, key, value, *args, **kwargs)
+        weights: list[Any] = []
+
+        def outputs_only(*states: torch.Tensor) -> torch.Tensor:
+            out, attention_weights = attend(module, *states, *args, **kwargs)
+            weights.append(attention_weights)
+            return out
+
+        out = _AttentionAtHighest.apply(outputs_only, query, key, value)
+        return out, weights[0]
+
+    return attend_in_mkl
 
 
 @contextmanager

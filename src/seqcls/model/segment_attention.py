@@ -33,6 +33,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
+from seqcls.model.matmul_precision import attention_in_mkl
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
@@ -148,6 +149,8 @@ def switch_to_segments(model: PreTrainedModel) -> bool:
         return False
     name = _PREFIX + current
     inner = AttentionInterface._global_mapping[current]
+    if current == "sdpa":  # the fast-dropout function keeps its products in MKL itself
+        inner = attention_in_mkl(inner)
     AttentionInterface.register(name, partial(_segment_attention, inner=inner))
     AttentionMaskInterface.register(name, sdpa_mask)
     model.set_attn_implementation(name)
