@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from pytorch_lightning.accelerators import CPUAccelerator
+from test_matmul_precision import PrecisionAtAttention
 from test_packed_forward import LABEL_NAMES, SERVED, padded, rows, tiny_model
 from torch.nn import Dropout
 from transformers import PreTrainedModel
@@ -20,6 +21,7 @@ from seqcls.model.cpu_dropout import (
     keep_mask,
     use_cpu_dropout,
 )
+from seqcls.model.matmul_precision import MatmulPrecision
 from seqcls.model.pretrained import enable_gradient_checkpointing
 
 ARCHITECTURES = sorted(SERVED)
@@ -197,3 +199,20 @@ def test_masked_lm_adaptation_switches_on_a_cpu_fit_too(tiny_bert: Path) -> None
     kept.trainer = model.trainer
     kept.setup("fit")
     assert dropout_types(kept) == {Dropout}
+
+
+def test_masked_lm_scoring_alone_attends_in_mkl_while_a_run_uses_onednn(tiny_bert: Path) -> None:
+    model = MaskedLanguageModel(str(tiny_bert))
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
+    model.setup("validate")
+    assert model.model.config._attn_implementation == CPU_DROPOUT_ATTENTION
+    model.eval()
+    ids = torch.randint(5, 90, (2, 12), generator=torch.Generator().manual_seed(0))
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        with torch.no_grad(), PrecisionAtAttention() as recorder:
+            model.model(input_ids=ids)
+    finally:
+        precision.restore()
+    assert recorder.seen == ["highest"] * model.model.config.num_hidden_layers

@@ -68,7 +68,9 @@ class MaskedLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
-        elif stage == "fit" and self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
+        elif self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
+            # Scoring alone draws no dropout, but its attention then keeps SDPA in MKL
+            # (``matmul_precision.attention_in_mkl``).
             use_cpu_dropout(self.model)
 
     def configure_callbacks(self) -> list[pl.Callback]:
