@@ -92,7 +92,8 @@ def _cpu_dropout_attention(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature. Training with attention dropout on CPU, in an
-    encoder's plain attention: ``attention_with_dropout``; anything else: SDPA itself."""
+    encoder's plain attention: ``attention_with_dropout``; anything else: SDPA itself, its
+    products in MKL (``attention_in_mkl``)."""
     plain = (
         query.shape[1] == key.shape[1]
         and not kwargs.get("is_causal", getattr(module, "is_causal", False))
