@@ -21,7 +21,7 @@ from seqcls.model.cpu_dropout import (
     keep_mask,
     use_cpu_dropout,
 )
-from seqcls.model.matmul_precision import MatmulPrecision
+from seqcls.model.matmul_precision import MKL_ATTENTION, MatmulPrecision
 from seqcls.model.pretrained import enable_gradient_checkpointing
 
 ARCHITECTURES = sorted(SERVED)
@@ -205,7 +205,27 @@ def test_masked_lm_scoring_alone_attends_in_mkl_while_a_run_uses_onednn(tiny_ber
     model = MaskedLanguageModel(str(tiny_bert))
     model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
     model.setup("validate")
-    assert model.model.config._attn_implementation == CPU_DROPOUT_ATTENTION
+    assert model.model.config._attn_implementation == MKL_ATTENTION
+    model.eval()
+    ids = torch.randint(5, 90, (2, 12), generator=torch.Generator().manual_seed(0))
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        with torch.no_grad(), PrecisionAtAttention() as recorder:
+            model.model(input_ids=ids)
+    finally:
+        precision.restore()
+    assert recorder.seen == ["highest"] * model.model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("fast_cpu_dropout", [True, False])
+@pytest.mark.parametrize("stage", ["fit", "predict"])
+def test_a_classifier_on_a_cpu_scores_with_attention_in_mkl_whatever_its_dropout(
+    tiny_bert: Path, fast_cpu_dropout: bool, stage: str
+) -> None:
+    # Unpacked rows, as packing off or a model that packing does not serve would give.
+    model = classifier(tiny_bert, fast_cpu_dropout=fast_cpu_dropout)
+    model.setup(stage)
     model.eval()
     ids = torch.randint(5, 90, (2, 12), generator=torch.Generator().manual_seed(0))
     precision = MatmulPrecision()

@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 from seqcls.data.packing import SEGMENT_ROWS, SEGMENT_STARTS, pack, segment_lengths
 from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
-from seqcls.model.matmul_precision import MatmulPrecision
+from seqcls.model.matmul_precision import MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.segment_attention import ATTENTION_GROUPS, plan_segments, switch_back
 
@@ -130,6 +130,7 @@ def test_scoring_attends_in_mkl_while_a_run_sends_products_to_onednn(
 ) -> None:
     # SDPA's CPU kernel ran ten times slower at "medium" for the same outputs (docs).
     model = tiny_model("bert")
+    keep_attention_in_mkl(model)  # in this order, as a CPU run's setup does
     if fast_dropout:
         use_cpu_dropout(model)
     forward = PackedForward(model)

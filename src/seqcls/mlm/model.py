@@ -8,7 +8,7 @@ from transformers import AutoModelForMaskedLM
 
 from seqcls.hardware import is_xla, on_cpu
 from seqcls.model.cpu_dropout import use_cpu_dropout
-from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
+from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.metrics import WeightedMean
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
@@ -68,10 +68,10 @@ class MaskedLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if is_xla(self.trainer):
             use_device_side_attention_mask(self.model)
-        elif self.hparams["fast_cpu_dropout"] and on_cpu(self.trainer):
-            # Scoring alone draws no dropout, but its attention then keeps SDPA in MKL
-            # (``matmul_precision.attention_in_mkl``).
-            use_cpu_dropout(self.model)
+        elif on_cpu(self.trainer):
+            keep_attention_in_mkl(self.model)
+            if stage == "fit" and self.hparams["fast_cpu_dropout"]:
+                use_cpu_dropout(self.model)
 
     def configure_callbacks(self) -> list[pl.Callback]:
         # torch's matmul precision for this run's CPU products, put back however it ends.

@@ -22,7 +22,7 @@ from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.label_layer import load_classifier
 from seqcls.model.layers import reinitialise_top_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
-from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
+from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.mean_pooling import Pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
@@ -205,6 +205,7 @@ class SequenceClassifier(pl.LightningModule):
         elif on_cpu(self.trainer):
             # Segment attention wraps the attention it finds: unwrapped while dropout switches.
             self.packed_forward.stop_segments()
+            keep_attention_in_mkl(self.model)
             if stage == "fit" and fast_dropout:
                 use_cpu_dropout(self.model)
             self.packed_forward.use_segments()

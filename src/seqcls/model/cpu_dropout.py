@@ -24,14 +24,12 @@ import numpy as np
 import torch
 from torch.nn import Dropout, Module
 from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from seqcls.model.matmul_precision import attention_in_mkl, batched_product
+from seqcls.model.matmul_precision import MKL_ATTENTION, batched_product, sdpa_in_mkl
 
 CPU_DROPOUT_ATTENTION = "seqcls_cpu_dropout_sdpa"
 _INT32_RANGE = 2**32
-_sdpa_in_mkl = attention_in_mkl(sdpa_attention_forward)
 
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
@@ -93,7 +91,7 @@ def _cpu_dropout_attention(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature. Training with attention dropout on CPU, in an
     encoder's plain attention: ``attention_with_dropout``; anything else: SDPA itself, its
-    products in MKL (``attention_in_mkl``)."""
+    products in MKL (``sdpa_in_mkl``)."""
     plain = (
         query.shape[1] == key.shape[1]
         and not kwargs.get("is_causal", getattr(module, "is_causal", False))
@@ -101,7 +99,7 @@ def _cpu_dropout_attention(
     )
     if dropout > 0.0 and query.device.type == "cpu" and plain:
         return attention_with_dropout(query, key, value, attention_mask, dropout, scaling), None
-    return _sdpa_in_mkl(
+    return sdpa_in_mkl(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
 
@@ -119,6 +117,6 @@ def use_cpu_dropout(model: PreTrainedModel) -> int:
             # The same module, so hooks and references to it hold; a Dropout has no state.
             module.__class__ = CPUDropout
             switched += 1
-    if getattr(model.config, "_attn_implementation", None) == "sdpa":
+    if getattr(model.config, "_attn_implementation", None) in ("sdpa", MKL_ATTENTION):
         model.set_attn_implementation(CPU_DROPOUT_ATTENTION)
     return switched

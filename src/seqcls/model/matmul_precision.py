@@ -24,6 +24,9 @@ from typing import Any, Literal
 import pytorch_lightning as pl
 import torch
 from torch.nn import Module
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from seqcls.hardware import on_cpu
 
@@ -183,6 +186,20 @@ def attention_in_mkl(attend: Callable[..., tuple[torch.Tensor, Any]]) -> Callabl
         return out, weights[0]
 
     return attend_in_mkl
+
+
+MKL_ATTENTION = "seqcls_sdpa_in_mkl"
+sdpa_in_mkl = attention_in_mkl(sdpa_attention_forward)
+AttentionInterface.register(MKL_ATTENTION, sdpa_in_mkl)
+AttentionMaskInterface.register(MKL_ATTENTION, sdpa_mask)
+
+
+def keep_attention_in_mkl(model: PreTrainedModel) -> bool:
+    """Switch a model on SDPA to ``sdpa_in_mkl`` (in place), for every stage of a CPU run;
+    whether its attention is now that one. The fast-dropout and segment attentions wrap it."""
+    if getattr(model.config, "_attn_implementation", None) == "sdpa":
+        model.set_attn_implementation(MKL_ATTENTION)
+    return getattr(model.config, "_attn_implementation", None) == MKL_ATTENTION
 
 
 @contextmanager

@@ -33,14 +33,15 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
-from seqcls.model.matmul_precision import attention_in_mkl
+from seqcls.model.matmul_precision import MKL_ATTENTION
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
 ATTENTION_GROUPS = 4
 _PREFIX = "seqcls_segments_"
-# The attention functions wrapped: transformers' SDPA and seqcls's fast-dropout one.
-_WRAPPED = ("sdpa", CPU_DROPOUT_ATTENTION)
+# The attention functions wrapped: transformers' SDPA, the same with its products kept in MKL,
+# and seqcls's fast-dropout one.
+_WRAPPED = ("sdpa", MKL_ATTENTION, CPU_DROPOUT_ATTENTION)
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,6 @@ def switch_to_segments(model: PreTrainedModel) -> bool:
         return False
     name = _PREFIX + current
     inner = AttentionInterface._global_mapping[current]
-    if current == "sdpa":  # the fast-dropout function keeps its products in MKL itself
-        inner = attention_in_mkl(inner)
     AttentionInterface.register(name, partial(_segment_attention, inner=inner))
     AttentionMaskInterface.register(name, sdpa_mask)
     model.set_attn_implementation(name)
