@@ -201,21 +201,29 @@ def test_masked_lm_adaptation_switches_on_a_cpu_fit_too(tiny_bert: Path) -> None
     assert dropout_types(kept) == {Dropout}
 
 
-def test_masked_lm_scoring_alone_attends_in_mkl_while_a_run_uses_onednn(tiny_bert: Path) -> None:
-    model = MaskedLanguageModel(str(tiny_bert))
-    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
-    model.setup("validate")
-    assert model.model.config._attn_implementation == MKL_ATTENTION
+def precisions_at_attention(model: PreTrainedModel) -> list[str]:
+    """torch's matmul precision at each SDPA kernel while ``model`` scores 2 rows in a run
+    that sends products to oneDNN."""
     model.eval()
     ids = torch.randint(5, 90, (2, 12), generator=torch.Generator().manual_seed(0))
     precision = MatmulPrecision()
     precision.apply("medium")
     try:
         with torch.no_grad(), PrecisionAtAttention() as recorder:
-            model.model(input_ids=ids)
+            model(input_ids=ids)
     finally:
         precision.restore()
-    assert recorder.seen == ["highest"] * model.model.config.num_hidden_layers
+    return recorder.seen
+
+
+def test_masked_lm_scoring_alone_attends_in_mkl_while_a_run_uses_onednn(tiny_bert: Path) -> None:
+    model = MaskedLanguageModel(str(tiny_bert))
+    model.trainer = SimpleNamespace(accelerator=object.__new__(CPUAccelerator), precision="32-true")  # type: ignore[assignment]
+    model.setup("validate")
+    assert model.model.config._attn_implementation == MKL_ATTENTION
+    assert (
+        precisions_at_attention(model.model) == ["highest"] * model.model.config.num_hidden_layers
+    )
 
 
 @pytest.mark.parametrize("fast_cpu_dropout", [True, False])
@@ -226,13 +234,6 @@ def test_a_classifier_on_a_cpu_scores_with_attention_in_mkl_whatever_its_dropout
     # Unpacked rows, as packing off or a model that packing does not serve would give.
     model = classifier(tiny_bert, fast_cpu_dropout=fast_cpu_dropout)
     model.setup(stage)
-    model.eval()
-    ids = torch.randint(5, 90, (2, 12), generator=torch.Generator().manual_seed(0))
-    precision = MatmulPrecision()
-    precision.apply("medium")
-    try:
-        with torch.no_grad(), PrecisionAtAttention() as recorder:
-            model.model(input_ids=ids)
-    finally:
-        precision.restore()
-    assert recorder.seen == ["highest"] * model.model.config.num_hidden_layers
+    assert (
+        precisions_at_attention(model.model) == ["highest"] * model.model.config.num_hidden_layers
+    )
