@@ -12,6 +12,7 @@ from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities._pytree import _tree_flatten
 
 from seqcls.cli import main
+from seqcls.model.metrics import METRICS
 from seqcls.run.quiet import quiet_libraries
 
 
@@ -67,6 +68,15 @@ def test_arguments_from_python_beside_the_processs_own_are_not_warned_about(
         with pytest.raises(SystemExit):
             main(["fit", "--config", "configs/local.yaml", "--print_config"])
     assert not [w for w in caught if "args parameter" in str(w.message)]
+
+
+def test_spearmans_buffer_note_is_silent_in_a_regression_run(quiet: None) -> None:
+    """torchmetrics warned at every regression fit that Spearman keeps its scores."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()
+        METRICS["regression"]["spearman"](1, 0.5)  # as a regression fit builds it
+    assert [str(warning.message) for warning in caught] == []
 
 
 def test_other_warnings_still_show(quiet: None) -> None:

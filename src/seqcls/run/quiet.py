@@ -20,6 +20,10 @@ _LIGHTNING_PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecat
 # every trial of seqcls tune, and any script that calls seqcls.cli.main(args). Both are the
 # way seqcls is meant to be driven; the warning prints both argument lists in full.
 _LIGHTNING_ARGS_AND_ARGV = r"LightningCLI's args parameter is intended to run from within Python"
+# Raised by torchmetrics whenever a regression run builds its Spearman metric. A rank
+# correlation needs every score, so keeping them is the metric's cost, not a fault; one
+# float pair a validation row is small next to the tokens seqcls already holds.
+_SPEARMAN_BUFFER = r"Metric `SpearmanCorrcoef` will save all targets and predictions"
 
 
 class _DropTips(logging.Filter):
@@ -39,3 +43,4 @@ def quiet_libraries() -> None:
         rank_zero.addFilter(_DropTips())
     warnings.filterwarnings("ignore", message=_LIGHTNING_PYTREE_DEPRECATION)
     warnings.filterwarnings("ignore", message=_LIGHTNING_ARGS_AND_ARGV)
+    warnings.filterwarnings("ignore", message=_SPEARMAN_BUFFER)
