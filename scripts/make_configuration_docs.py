@@ -64,8 +64,8 @@ SEQCLS_HELP = {
     "(on Vertex AI, `AIP_CHECKPOINT_DIR`).",
     "checkpoint.monitor": "The metric that chooses the best checkpoint. Unset: the first of "
     "`--data.metrics`, with its mode.",
-    "checkpoint.mode": "`min` or `max`; follows the monitored metric when `--checkpoint.monitor` "
-    "is unset.",
+    "checkpoint.mode": "`min` or `max`; unset, it follows the monitored metric: `min` for a loss "
+    "or `mse`, `max` for every other score (`--checkpoint.monitor val/f1` keeps the highest F1).",
     "checkpoint.save_last": "Leave off: seqcls writes `last.ckpt` itself, after every validation "
     "(Lightning's refreshes it only with a new best) and as `--last_checkpoint.*` says.",
     "trainer.default_root_dir": "The run directory, local or `gs://`. Unset on Vertex AI: the "

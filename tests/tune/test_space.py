@@ -93,5 +93,6 @@ def test_vertex_parameters_pass_values_an_int_flag_accepts() -> None:
     assert specs["trainer.max_epochs"]["categoricalValueSpec"] == {"values": ["2", "4", "6"]}
     assert specs["data.batch_size"]["categoricalValueSpec"] == {"values": ["16", "32"]}
     assert goal("val/mse") == "MINIMIZE"
+    assert goal("val/loss") == "MINIMIZE"
     assert goal("val_matched/accuracy") == "MAXIMIZE"
     assert study_spec(space, "val/f1", "RANDOM_SEARCH")["algorithm"] == "RANDOM_SEARCH"

@@ -20,7 +20,8 @@ DEFAULT_METRICS: dict[ProblemType, tuple[str, ...]] = {
     "multi_label_classification": ("micro_f1", "macro_f1"),
     "regression": ("pearson", "spearman", "mse"),
 }
-LOWER_IS_BETTER = {"mse"}
+# The validation loss too: a search may optimise it (--tune.metric val/loss).
+LOWER_IS_BETTER = {"mse", "loss"}
 
 
 def metric_names(names: Sequence[str] | None, problem_type: ProblemType) -> list[str]:

@@ -31,6 +31,7 @@ from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.storage import exists, read_text, write_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
+from seqcls.data.metric_names import direction
 from seqcls.hardware import Hardware
 from seqcls.option_ranges import check_option_ranges
 from seqcls.run.checkpoint_io import with_atomic_io
@@ -97,7 +98,10 @@ class RunCLI(LightningCLI):
     unset: Unset | None = None  # which length and validation flags the recipe decides
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
+        parser.add_class_arguments(
+            ModelCheckpoint, "checkpoint", fail_untyped=False, instantiate=False, sub_configs=True
+        )
         # When last.ckpt is saved besides after validation (--last_checkpoint.*).
         parser.add_class_arguments(
             LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
@@ -109,6 +113,9 @@ class RunCLI(LightningCLI):
                 "checkpoint.save_top_k": 1,
                 "checkpoint.filename": "best-epoch{epoch}-step{step}",
                 "checkpoint.auto_insert_metric_name": False,
+                # Unset: follows the monitored metric (_best_checkpoint). Lightning's "min"
+                # would keep the worst checkpoint by any score where higher is better.
+                "checkpoint.mode": None,
             }
         )
         parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
@@ -208,7 +215,6 @@ class RunCLI(LightningCLI):
         # are left out when checkpointing is switched off, which Lightning would reject.
         keys = self._parser(self.subcommand).callback_keys
         configured = [self._get(self.config_init, key) for key in keys]
-        configured = [c for c in configured if not isinstance(c, ModelCheckpoint)]
         if config.get("enable_checkpointing") is not False:
             callbacks += [self._best_checkpoint(), self.last_checkpoint]
         config["callbacks"] = callbacks
@@ -222,6 +228,9 @@ class RunCLI(LightningCLI):
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
         if options["monitor"] is None and monitor is not None:
             options["monitor"], options["mode"] = monitor
+        if options["mode"] is None:  # e.g. --checkpoint.monitor val/f1 and no mode
+            name = str(options["monitor"] or "loss").rpartition("/")[2]
+            options["mode"] = direction(name)
         return BestCheckpoint(**options)
 
     def before_fit(self) -> None:

@@ -14,15 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from seqcls.data.metric_names import direction
 from seqcls.errors import ConfigurationError
 from seqcls.tune.space import Parameter, SearchSpace
 
-LOWER_IS_BETTER = {"mse", "loss"}  # as data/metric_names.py, plus the validation loss
-
 
 def goal(metric: str) -> str:
-    """``MINIMIZE`` for metrics where lower is better (``val/mse``), else ``MAXIMIZE``."""
-    return "MINIMIZE" if metric.rpartition("/")[2] in LOWER_IS_BETTER else "MAXIMIZE"
+    """``MINIMIZE`` for metrics where lower is better (``val/mse``, ``val/loss``), else
+    ``MAXIMIZE``."""
+    return "MINIMIZE" if direction(metric.rpartition("/")[2]) == "min" else "MAXIMIZE"
 
 
 def parameter_spec(parameter: Parameter) -> dict[str, Any]:
