@@ -86,5 +86,9 @@ def test_tune_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None
     main(["tune", "--help"])
     shown = capsys.readouterr().out
     assert "seqcls tune: search seqcls fit's flags with Optuna" in shown
-    for option in ["space", "n_trials", "timeout", "metric", "prune", "seeds"]:
+    for option in ["space", "n_trials", "timeout", "metric", "prune", "seeds", "collect"]:
         assert f"--tune.{option}" in shown, option
+    # Each option with what it does, read from TuneOptions' docstrings.
+    words = " ".join(shown.split())
+    assert "Trials in the study in all" in words
+    assert "Search nothing: read the trial run directories in this folder" in words

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
+import yaml
 from gcs_emulator import available, emulated_gcs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,3 +80,30 @@ def test_the_study_lives_in_the_bucket_and_resumes(
     assert [row["trial"] for row in rows] == ["0", "1", "2"]
     assert gcs.exists(f"{BUCKET}/search/trials/trial-002/metrics.json")
     assert gcs.cat_file(f"{BUCKET}/search/importance.png")[:4] == b"\x89PNG"
+
+
+def test_trials_read_back_from_the_bucket_agree_with_the_search(
+    gcs: fsspec.AbstractFileSystem, tiny_bert: Path, tmp_path: Path
+) -> None:
+    """``--tune.collect`` on trial run directories in a bucket, as a Vertex AI tuning job
+    leaves them: the same best parameters as the search that ran them."""
+    tune(tiny_bert, tmp_path, 3)  # resumes the study above, or runs it when alone
+    done = subprocess.run(
+        [sys.executable, "-m", "seqcls.cli", "tune", "--tune.collect", f"{RUN}/trials",
+         "--tune.space", str(tmp_path / "space.yaml")],
+        capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    gcs.invalidate_cache()
+    search = gcs.cat_file(f"{BUCKET}/search/best.yaml").decode()
+    collected = gcs.cat_file(f"{BUCKET}/search/trials/best.yaml").decode()
+    # The headers name different folders; the parameters are the same.
+    assert yaml.safe_load(collected) == yaml.safe_load(search)
+    table = gcs.cat_file(f"{BUCKET}/search/trials/trials.csv").decode()
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert [row["run_dir"].rpartition("/")[2] for row in rows] == [
+        "trial-000",
+        "trial-001",
+        "trial-002",
+    ]
+    assert {row["state"] for row in rows} == {"complete"}

@@ -54,6 +54,16 @@ def files_newest_first(folder: str, suffix: str) -> list[str]:
     return [os.path.join(folder, posixpath.basename(p)) for p in found]
 
 
+def subfolders(folder: str) -> list[str]:
+    """The folders directly in ``folder``, named as the caller named it; [] when it is none."""
+    fs, fs_path = _fs(folder)
+    fs.invalidate_cache(fs_path)
+    if not fs.isdir(fs_path):
+        return []
+    found = [e["name"] for e in fs.ls(fs_path, detail=True) if e["type"] == "directory"]
+    return sorted(os.path.join(folder, posixpath.basename(p.rstrip("/"))) for p in found)
+
+
 def read_text(path: str) -> str | None:
     """The file's text, or None when there is no such file."""
     fs, fs_path = _fs(path)

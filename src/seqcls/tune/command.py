@@ -13,6 +13,7 @@ reach the processes Lightning starts through their environment, later ones throu
 broadcast over the process group that the first fit set up.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,6 +21,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import yaml
 
 from seqcls.cloud.storage import exists, read_text
 from seqcls.data.metric_names import direction
@@ -30,6 +33,7 @@ from seqcls.tune.trial import Job, TrialReporter, run_trial
 
 log = logging.getLogger(__name__)
 DEFAULT_SPACE = "configs/tune/space.yaml"
+VERTEX_METRIC = "val/accuracy"  # train-cloud-gpu.sh --tune's default --tune-metric
 _JOB_ENV = "SEQCLS_TUNE_TRIAL"  # the first trial, for the processes Lightning starts
 
 
@@ -52,6 +56,10 @@ class TuneOptions:
     seeds: int = 0
     """After the search, fit the best parameters with this many seeds (RUN/seeds/seed-S) and
     write their mean ± std to RUN/seeds.md."""
+    collect: str | None = None
+    """Search nothing: read the trial run directories in this folder (a Vertex AI tuning job's,
+    gs://BUCKET/runs/NAME) and write best.yaml, trials.csv/.md and importance.png there. The
+    metric defaults to val/accuracy, as train-cloud-gpu.sh --tune's does."""
 
 
 def tune(argv: list[str]) -> None:
@@ -61,6 +69,9 @@ def tune(argv: list[str]) -> None:
         return
     options, fit_args = parse(argv)
     space = SearchSpace.from_yaml(_read(options.space), options.space)
+    if options.collect is not None:
+        _collect(options, space, fit_args, argv)
+        return
     root, metric, mode, seed = _probe(fit_args, options.metric)
     command = _command(argv)
     with open_study(root, metric, mode, seed) as jobs:
@@ -91,6 +102,28 @@ def _search(
         jobs.write_outputs(command)  # also when a trial stops the search
     jobs.log_summary()
     return ran
+
+
+def _collect(
+    options: TuneOptions, space: SearchSpace, fit_args: list[str], argv: list[str]
+) -> None:
+    """``--tune.collect``: the outputs of trials that ran elsewhere; only ``--config`` files
+    (named in best.yaml's header) and ``--print_config`` go with it."""
+    if options.collect is None:
+        return
+    configs = {i + 1 for i, arg in enumerate(fit_args[:-1]) if arg == "--config"}
+    other = [a for i, a in enumerate(fit_args) if a != "--config" and i not in configs]
+    if other == ["--print_config"]:
+        print(yaml.safe_dump({"tune": dataclasses.asdict(options)}, sort_keys=False), end="")
+        return
+    if other:
+        raise ConfigurationError(
+            f"--tune.collect reads trials that already ran, so {other[0]} does not apply; "
+            "leave the fit flags out (the --config files of the search may stay)"
+        )
+    from seqcls.tune.collect import collect
+
+    collect(options.collect, space, options.metric or VERTEX_METRIC, _command(argv))
 
 
 def _follow(argv: list[str]) -> None:
@@ -157,7 +190,7 @@ def parse(argv: list[str]) -> tuple[TuneOptions, list[str]]:
 
 
 def help_text() -> str:
-    from jsonargparse import ArgumentParser
+    from jsonargparse import ArgumentParser, set_parsing_settings
 
     parser = ArgumentParser(
         prog="seqcls tune",
@@ -168,7 +201,13 @@ def help_text() -> str:
             "in its trials/ folder. The same command again resumes the search."
         ),
     )
-    parser.add_class_arguments(TuneOptions, "tune")
+    # TuneOptions documents each option below it. Reading those docstrings costs source
+    # inspection, so it is switched on for this help only (jsonargparse's default is off).
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    try:
+        parser.add_class_arguments(TuneOptions, "tune")
+    finally:
+        set_parsing_settings(docstring_parse_attribute_docstrings=False)
     text: str = parser.format_help()
     return text
 
