@@ -75,6 +75,8 @@ RANGES: dict[str, Range] = {
     "data.pad_to_multiple_of": Range(low=1, example="8"),
     "data.num_workers": Range(low=0, example="2"),
     "data.num_proc": Range(low=1, example="4"),
+    "early_stopping.patience": Range(low=1, example="8"),
+    "early_stopping.min_delta": Range(low=0, example="0.001"),
     "tune.n_trials": Range(low=0, example="20"),
     "tune.timeout": Range(low=0, example="3600"),
     "tune.seeds": Range(low=0, example="3"),

@@ -20,8 +20,9 @@ DEFAULT_METRICS: dict[ProblemType, tuple[str, ...]] = {
     "multi_label_classification": ("micro_f1", "macro_f1"),
     "regression": ("pearson", "spearman", "mse"),
 }
-# The validation loss too: a search may optimise it (--tune.metric val/loss).
-LOWER_IS_BETTER = {"mse", "loss"}
+# The validation loss too (a search may optimise it: --tune.metric val/loss), and the
+# masked LM's perplexity.
+LOWER_IS_BETTER = {"mse", "loss", "perplexity"}
 
 
 def metric_names(names: Sequence[str] | None, problem_type: ProblemType) -> list[str]:

@@ -43,6 +43,11 @@ from seqcls.run.config_checks import (
     check_strategy,
     check_trainer,
 )
+from seqcls.run.early_stopping import (
+    EarlyStoppingOptions,
+    check_stopping_direction,
+    early_stopping,
+)
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.flag_values import keep_comment_like_values
@@ -106,6 +111,7 @@ class RunCLI(LightningCLI):
         parser.add_class_arguments(
             LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
         )
+        parser.add_class_arguments(EarlyStoppingOptions, "early_stopping", instantiate=False)
         parser.set_defaults(
             {
                 # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
@@ -215,8 +221,13 @@ class RunCLI(LightningCLI):
         # are left out when checkpointing is switched off, which Lightning would reject.
         keys = self._parser(self.subcommand).callback_keys
         configured = [self._get(self.config_init, key) for key in keys]
+        best = self._best_checkpoint()
         if config.get("enable_checkpointing") is not False:
-            callbacks += [self._best_checkpoint(), self.last_checkpoint]
+            callbacks += [best, self.last_checkpoint]
+        if self.subcommand == "fit":
+            stop = early_stopping(self._config().early_stopping, best.monitor, best.mode)
+            callbacks += [stop] if stop is not None else []
+        check_stopping_direction([*callbacks, *configured])
         config["callbacks"] = callbacks
         # Checkpoints written whole, and the one this run resumed from never pruned.
         config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)

@@ -1,0 +1,92 @@
+"""Stopping a fit whose validation metric has stopped improving (``--early_stopping.*``).
+
+The stop watches the metric that picks the best checkpoint, in the same direction, so the two
+never disagree about what "better" means. Lightning's own ``EarlyStopping``, added by hand as
+``--trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor val/accuracy``, keeps its
+default ``mode="min"``, and would stop a fit as soon as its accuracy rose: such a callback is
+refused with one line.
+"""
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.callbacks import EarlyStopping
+
+from seqcls.data.metric_names import AVAILABLE, direction
+from seqcls.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+# The metrics whose direction seqcls knows: every data metric, the loss and the perplexity.
+_KNOWN = {name for names in AVAILABLE.values() for name in names} | {"loss", "perplexity"}
+
+
+class EarlyStoppingOptions:
+    """The ``--early_stopping.*`` options; off unless ``patience`` is given."""
+
+    def __init__(self, patience: int | None = None, min_delta: float = 0.0) -> None:
+        """
+        Args:
+            patience: Stop after this many validations in a row without a new best of the
+                metric that picks the best checkpoint (``--checkpoint.monitor``, in its
+                direction). The recipe validates up to 4 times an epoch, so 8 is about two
+                epochs there. Off (None) by default: the schedule runs to its end, and the best
+                checkpoint is what ``model/`` holds either way.
+            min_delta: How much that metric must improve to count as a new best.
+        """
+        self.patience = patience
+        self.min_delta = min_delta
+
+
+class StopWhenStalled(EarlyStopping):
+    """Lightning's ``EarlyStopping``, which says in one line when and why it stopped the fit
+    (its own ``verbose`` also prints a line at every validation that improves)."""
+
+    def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
+        stopping = trainer.should_stop
+        super()._run_early_stopping_check(trainer)
+        if trainer.should_stop and not stopping and trainer.is_global_zero:
+            log.info(
+                "Stopped early at step %d: %s has not improved on %.4f for %d validations "
+                "(--early_stopping.patience)",
+                trainer.global_step,
+                self.monitor,
+                float(self.best_score),
+                self.wait_count,
+            )
+
+
+def early_stopping(options: Any, monitor: str | None, mode: str) -> EarlyStopping | None:
+    """The stop ``options`` (``--early_stopping.*``) ask for on ``monitor``; None when off."""
+    patience = options.get("patience")
+    if patience is None:
+        return None
+    if monitor is None:
+        raise ConfigurationError(
+            f"--early_stopping.patience {patience}: this fit has no validation metric to "
+            "watch; give --data.validation_file (or --data.validation_fraction), or leave it out"
+        )
+    return StopWhenStalled(
+        monitor=monitor,
+        mode=mode,
+        patience=patience,
+        min_delta=options.get("min_delta") or 0.0,
+        check_on_train_epoch_end=False,  # at each validation, however often the recipe runs it
+    )
+
+
+def check_stopping_direction(callbacks: Iterable[Any]) -> None:
+    """Refuse an ``EarlyStopping`` given by hand whose mode contradicts its metric."""
+    for callback in callbacks:
+        if not isinstance(callback, EarlyStopping) or callback.monitor is None:
+            continue
+        name = str(callback.monitor).rpartition("/")[2]
+        wanted = direction(name)
+        if name in _KNOWN and callback.mode != wanted:
+            raise ConfigurationError(
+                f"--trainer.callbacks EarlyStopping: monitor {callback.monitor} with mode "
+                f"{callback.mode} stops the fit when {name} gets better; add "
+                f"--trainer.callbacks.mode {wanted}, or use --early_stopping.patience N, which "
+                "follows the best checkpoint's metric"
+            )
