@@ -115,7 +115,7 @@ def _collect(
     other = [a for i, a in enumerate(fit_args) if a != "--config" and i not in configs]
     if other == ["--print_config"]:
         print(yaml.safe_dump({"tune": dataclasses.asdict(options)}, sort_keys=False), end="")
-        return
+        sys.exit(0)  # as seqcls fit --print_config ends: nothing run
     if other:
         raise ConfigurationError(
             f"--tune.collect reads trials that already ran, so {other[0]} does not apply; "
