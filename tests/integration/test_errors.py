@@ -301,3 +301,29 @@ def test_hub_id_offline_names_the_offline_mode(capsys, tiny_bert: Path, tmp_path
 def test_class_weights_of_the_wrong_length(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     line = fit_error(capsys, tiny_bert, tmp_path, "--model.class_weights", "[1, 2]")
     assert line.startswith("seqcls: error: --model.class_weights [1.0, 2.0]: 2 weights for 4 ")
+
+
+def test_a_validation_interval_longer_than_an_epoch(
+    capsys: pytest.CaptureFixture[str], tiny_bert: Path, tmp_path: Path
+) -> None:
+    """Lightning raised its own ValueError, with a traceback, at the fit loop's start."""
+    with pytest.raises(SystemExit) as done:
+        main([
+            "fit", "--config", str(REPO / "configs/local.yaml"),
+            "--model.model_name_or_path", str(tiny_bert),
+            "--data.max_train_samples", "64",
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--trainer.val_check_interval", "1000",
+        ])  # fmt: skip
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "seqcls: error: --trainer.val_check_interval 1000: more than the 4 training batches of "
+        "an epoch; give at most 4, a share of an epoch such as 0.25, or add "
+        "--trainer.check_val_every_n_epoch null to count batches across epochs"
+    )
+    # Checked once the data is read, before any step: no checkpoint, model or metrics.json.
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "run" / "metrics.json").exists()

@@ -13,10 +13,13 @@ at most ``MAX_EPOCHS`` epochs.
 """
 
 import logging
+import math
 from dataclasses import dataclass
 
 import pytorch_lightning as pl
 from jsonargparse import Namespace
+
+from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +95,14 @@ class DerivedTrainingLength(pl.Callback):
         self._validate_after: set[int] = set()  # batches of an epoch, counted from 1
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit" or not self.unset.length:
+        if stage != "fit":
             return
         data = trainer.datamodule  # type: ignore[attr-defined]
         loader = data.train_dataloader()
         rows, batches = len(loader.dataset), len(loader)
+        check_validation_interval(trainer, batches)
+        if not self.unset.length:
+            return
         derived = derive_training_length(rows, batches, _validation_rows(data))
         # Read by the fit loop when it starts, after this hook; nothing has used them yet.
         trainer.fit_loop.max_epochs = derived.epochs
@@ -122,6 +128,24 @@ class DerivedTrainingLength(pl.Callback):
         batches = trainer.num_training_batches  # known once the loop has its loader
         if self.validations_per_epoch is not None and batches != float("inf"):
             self._validate_after = validation_batches(int(batches), self.validations_per_epoch)
+
+
+def check_validation_interval(trainer: pl.Trainer, batches: int) -> None:
+    """Fail with one line, before training, where Lightning's fit loop would raise its own
+    error at its start: a whole-number ``val_check_interval`` above an epoch's batches."""
+    interval = trainer.val_check_interval
+    if not isinstance(interval, int) or trainer.check_val_every_n_epoch is None:
+        return
+    per_device = math.ceil(batches / max(1, trainer.world_size))  # each rank's share
+    limit = trainer.limit_train_batches
+    if limit is not None:
+        per_device = min(per_device, limit if isinstance(limit, int) else int(per_device * limit))
+    if interval > per_device:
+        raise ConfigurationError(
+            f"--trainer.val_check_interval {interval}: more than the {per_device} training "
+            f"batches of an epoch; give at most {per_device}, a share of an epoch such as 0.25, "
+            "or add --trainer.check_val_every_n_epoch null to count batches across epochs"
+        )
 
 
 def _validation_rows(data: pl.LightningDataModule) -> int:
