@@ -62,7 +62,8 @@ class _Recorded:
 def collect(folder: str, space: SearchSpace, metric: str, command: str) -> list[str]:
     """Read the trial run directories in ``folder`` and write the search's outputs there; the
     names of the files written."""
-    runs = [run for run in _by_trial_id(subfolders(folder)) if read_text(_in(run, "config.yaml"))]
+    configs = {run: read_text(_in(run, "config.yaml")) for run in _by_trial_id(subfolders(folder))}
+    runs = {run: yaml.safe_load(text) or {} for run, text in configs.items() if text}
     if not runs:
         raise ConfigurationError(
             f"--tune.collect {folder}: no trial run directories (folders with a config.yaml) "
@@ -72,8 +73,8 @@ def collect(folder: str, space: SearchSpace, metric: str, command: str) -> list[
     mode = direction(name)
     study = optuna.create_study(direction="minimize" if mode == "min" else "maximize")
     waiting = []
-    for run in runs:
-        trial = _trial(run, space, metric)
+    for run, config in runs.items():
+        trial = _trial(run, config, space, metric)
         if trial is None:
             waiting.append(posixpath.basename(run.rstrip("/")))
         else:
@@ -83,14 +84,14 @@ def collect(folder: str, space: SearchSpace, metric: str, command: str) -> list[
     return written
 
 
-def _trial(run: str, space: SearchSpace, metric: str) -> FrozenTrial | None:
-    """The trial in run directory ``run``; None while it has written no ``metrics.json``."""
+def _trial(run: str, config: dict[str, Any], space: SearchSpace, metric: str) -> FrozenTrial | None:
+    """The trial in run directory ``run`` (its ``config.yaml`` read as ``config``); None while
+    it has written no ``metrics.json``."""
     text = read_text(_in(run, "metrics.json"))
     metrics: dict[str, Any] = json.loads(text) if text else {}
     fit = metrics.get("fit")
     if not fit:
         return None  # running, or never started training
-    config = yaml.safe_load(read_text(_in(run, "config.yaml")) or "") or {}
     recorded = _Recorded({p.flag: _config_value(config, p.flag, run) for p in space.parameters})
     params = space.suggest(recorded)
     status = str(fit.get("status", ""))
