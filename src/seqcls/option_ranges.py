@@ -12,10 +12,12 @@ help (a learning rate of 1) are the user's call.
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from jsonargparse import Namespace
+from typing import TYPE_CHECKING
 
 from seqcls.errors import ConfigurationError
+
+if TYPE_CHECKING:  # imported where it runs: the search space reads RANGES without jsonargparse
+    from jsonargparse import Namespace
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,10 @@ def check_range(flag: str, value: object) -> None:
     )
 
 
-def check_option_ranges(config: Namespace) -> None:
+def check_option_ranges(config: "Namespace") -> None:
     """``check_range`` for every flag of ``RANGES`` that the parsed ``config`` has."""
+    from jsonargparse import Namespace
+
     for flag in RANGES:
         section, _, key = flag.partition(".")
         options = config.get(section)

@@ -1,5 +1,10 @@
 """The search-space file: what it accepts, what it refuses in one line, and its Vertex AI form."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,3 +101,27 @@ def test_vertex_parameters_pass_values_an_int_flag_accepts() -> None:
     assert goal("val/loss") == "MINIMIZE"
     assert goal("val_matched/accuracy") == "MAXIMIZE"
     assert study_spec(space, "val/f1", "RANDOM_SEARCH")["algorithm"] == "RANDOM_SEARCH"
+
+
+def test_the_launchers_study_spec_needs_only_pyyaml() -> None:
+    """train-cloud-gpu.sh --tune runs seqcls.tune.vertex with the Python it finds, which may
+    hold PyYAML and nothing of the training stack: importing jsonargparse broke it."""
+    repo = Path(__file__).resolve().parents[2]
+    absent = ("jsonargparse", "torch", "optuna", "pytorch_lightning", "transformers", "numpy")
+    program = (
+        "import runpy, sys\n"
+        f"sys.modules.update(dict.fromkeys({absent!r}))\n"  # None: an import of it fails
+        "runpy.run_module('seqcls.tune.vertex', run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, "configs/tune/space.yaml", "val/loss", "RANDOM_SEARCH"],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    spec = json.loads(done.stdout)
+    assert spec["metrics"] == [{"metricId": "val/loss", "goal": "MINIMIZE"}]
+    assert spec["parameters"][0]["parameterId"] == "model.learning_rate"
