@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seqcls.cli import make_cli
+from seqcls.cli import main, make_cli
 from seqcls.run.checkpoints import best_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,3 +66,28 @@ def regression_file(folder: Path) -> Path:
     path = folder / "scores.csv"
     path.write_text("text,score\n" + "".join(f"row {i},{i / 10}\n" for i in range(40)))
     return path
+
+
+def test_a_checkpoint_callback_added_by_hand_that_keeps_the_worst_is_refused(
+    tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A ``ModelCheckpoint`` given in ``--trainer.callbacks`` comes first among the checkpoint
+    callbacks, so its best is what ``model/`` exports: with Lightning's ``mode: min`` on an
+    accuracy, the worst."""
+    with pytest.raises(SystemExit) as done:
+        main([
+            "fit", "--config", str(REPO / "configs" / "local.yaml"),
+            "--model.model_name_or_path", str(tiny_bert),
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "run"),
+            "--trainer.callbacks+=ModelCheckpoint",
+            "--trainer.callbacks.monitor", "val/accuracy",
+        ])  # fmt: skip
+    assert done.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        "seqcls: error: --trainer.callbacks ModelCheckpoint: monitor val/accuracy with mode min "
+        "keeps the worst accuracy; add --trainer.callbacks.mode max, or use --checkpoint.monitor, "
+        "whose direction follows the metric"
+    )
+    assert not (tmp_path / "run").exists()

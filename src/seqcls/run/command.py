@@ -39,15 +39,12 @@ from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_max_length,
+    check_monitor_directions,
     check_scores_trained_weights,
     check_strategy,
     check_trainer,
 )
-from seqcls.run.early_stopping import (
-    EarlyStoppingOptions,
-    check_stopping_direction,
-    early_stopping,
-)
+from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.flag_values import keep_comment_like_values
@@ -193,8 +190,9 @@ class RunCLI(LightningCLI):
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         if config.get("logger") in (None, True):
             config["logger"] = tensorboard_logger(self.layout.logs)
+        given = list(config.get("callbacks") or [])  # --trainer.callbacks, by hand
         callbacks = [
-            *(config.get("callbacks") or []),
+            *given,
             # Before the export, which saves the calibration it fits.
             EvaluationReport(self.layout.model, self.start.source),
             ExportBestModel(self.layout.model),
@@ -227,7 +225,7 @@ class RunCLI(LightningCLI):
         if self.subcommand == "fit":
             stop = early_stopping(self._config().early_stopping, best.monitor, best.mode)
             callbacks += [stop] if stop is not None else []
-        check_stopping_direction([*callbacks, *configured])
+        check_monitor_directions([*given, *configured])
         config["callbacks"] = callbacks
         # Checkpoints written whole, and the one this run resumed from never pruned.
         config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)

@@ -9,21 +9,25 @@ fails at once with what was found and what to use instead, rather than after loa
 import difflib
 import importlib.util
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn
 
 import torch
 from jsonargparse import Namespace
+from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import is_remote
+from seqcls.data.metric_names import AVAILABLE, direction
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import Hardware
 
 CPU_CONFIG = "configs/trainer/cpu.yaml"
 _GPU = {"gpu", "cuda"}
 _BF16 = {"bf16", "bf16-mixed", "bf16-true"}
+# The metrics whose direction seqcls knows: every data metric, the loss and the perplexity.
+_KNOWN_METRICS = {name for names in AVAILABLE.values() for name in names} | {"loss", "perplexity"}
 
 
 class OneLineErrorParser(LightningArgumentParser):
@@ -176,4 +180,27 @@ def check_scores_trained_weights(
             f"one would be random), so {subcommand} would score guesses; pass --ckpt_path "
             "RUN/checkpoints/last.ckpt, or --model.model_name_or_path RUN/model (a fit's "
             "exported model)"
+        )
+
+
+def check_monitor_directions(callbacks: Iterable[Any]) -> None:
+    """Refuse a callback given by hand (``--trainer.callbacks+=EarlyStopping`` or
+    ``ModelCheckpoint``) whose ``mode`` contradicts the metric it monitors. Both keep
+    Lightning's default ``mode="min"`` whatever they watch: on ``val/accuracy`` the stop comes as
+    the accuracy rises, and the checkpoint kept (which ``model/`` then exports) is the worst."""
+    for callback in callbacks:
+        if not isinstance(callback, EarlyStopping | ModelCheckpoint) or not callback.monitor:
+            continue
+        name = str(callback.monitor).rpartition("/")[2]
+        wanted = direction(name)
+        if name not in _KNOWN_METRICS or callback.mode == wanted:
+            continue
+        stop = isinstance(callback, EarlyStopping)
+        kind = "EarlyStopping" if stop else "ModelCheckpoint"
+        harm = f"stops the fit when {name} gets better" if stop else f"keeps the worst {name}"
+        instead = "--early_stopping.patience N" if stop else "--checkpoint.monitor"
+        raise ConfigurationError(
+            f"--trainer.callbacks {kind}: monitor {callback.monitor} with mode {callback.mode} "
+            f"{harm}; add --trainer.callbacks.mode {wanted}, or use {instead}, "
+            "whose direction follows the metric"
         )

@@ -1,25 +1,20 @@
 """Stopping a fit whose validation metric has stopped improving (``--early_stopping.*``).
 
 The stop watches the metric that picks the best checkpoint, in the same direction, so the two
-never disagree about what "better" means. Lightning's own ``EarlyStopping``, added by hand as
-``--trainer.callbacks+=EarlyStopping --trainer.callbacks.monitor val/accuracy``, keeps its
-default ``mode="min"``, and would stop a fit as soon as its accuracy rose: such a callback is
-refused with one line.
+never disagree about what "better" means. (Lightning's own ``EarlyStopping`` added by hand keeps
+its default ``mode="min"`` whatever it monitors; ``config_checks.check_monitor_directions``
+refuses one that would stop a fit as its accuracy rose.)
 """
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.callbacks import EarlyStopping
 
-from seqcls.data.metric_names import AVAILABLE, direction
 from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
-# The metrics whose direction seqcls knows: every data metric, the loss and the perplexity.
-_KNOWN = {name for names in AVAILABLE.values() for name in names} | {"loss", "perplexity"}
 
 
 class EarlyStoppingOptions:
@@ -74,19 +69,3 @@ def early_stopping(options: Any, monitor: str | None, mode: str) -> EarlyStoppin
         min_delta=options.get("min_delta") or 0.0,
         check_on_train_epoch_end=False,  # at each validation, however often the recipe runs it
     )
-
-
-def check_stopping_direction(callbacks: Iterable[Any]) -> None:
-    """Refuse an ``EarlyStopping`` given by hand whose mode contradicts its metric."""
-    for callback in callbacks:
-        if not isinstance(callback, EarlyStopping) or callback.monitor is None:
-            continue
-        name = str(callback.monitor).rpartition("/")[2]
-        wanted = direction(name)
-        if name in _KNOWN and callback.mode != wanted:
-            raise ConfigurationError(
-                f"--trainer.callbacks EarlyStopping: monitor {callback.monitor} with mode "
-                f"{callback.mode} stops the fit when {name} gets better; add "
-                f"--trainer.callbacks.mode {wanted}, or use --early_stopping.patience N, which "
-                "follows the best checkpoint's metric"
-            )
