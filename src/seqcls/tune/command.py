@@ -70,7 +70,7 @@ def tune(argv: list[str]) -> None:
     options, fit_args = parse(argv)
     space = SearchSpace.from_yaml(_read(options.space), options.space)
     if options.collect is not None:
-        _collect(options, space, fit_args, argv)
+        _collect(options.collect, options, space, fit_args, argv)
         return
     root, metric, mode, seed = _probe(fit_args, options.metric)
     command = _command(argv)
@@ -105,12 +105,10 @@ def _search(
 
 
 def _collect(
-    options: TuneOptions, space: SearchSpace, fit_args: list[str], argv: list[str]
+    folder: str, options: TuneOptions, space: SearchSpace, fit_args: list[str], argv: list[str]
 ) -> None:
-    """``--tune.collect``: the outputs of trials that ran elsewhere; only ``--config`` files
-    (named in best.yaml's header) and ``--print_config`` go with it."""
-    if options.collect is None:
-        return
+    """``--tune.collect FOLDER``: the outputs of trials that ran elsewhere; only ``--config``
+    files (named in best.yaml's header) and ``--print_config`` go with it."""
     configs = {i + 1 for i, arg in enumerate(fit_args[:-1]) if arg == "--config"}
     other = [a for i, a in enumerate(fit_args) if a != "--config" and i not in configs]
     if other == ["--print_config"]:
@@ -123,7 +121,7 @@ def _collect(
         )
     from seqcls.tune.collect import collect
 
-    collect(options.collect, space, options.metric or VERTEX_METRIC, _command(argv))
+    collect(folder, space, options.metric or VERTEX_METRIC, _command(argv))
 
 
 def _follow(argv: list[str]) -> None:
