@@ -1,8 +1,10 @@
 """``seqcls --help`` says what seqcls is, lists every subcommand, and loads no Lightning."""
 
 import json
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pytorch_lightning.cli import LightningCLI
@@ -38,6 +40,14 @@ def test_the_listing_matches_the_command_line_interfaces() -> None:
     assert set(SUBCOMMANDS) == classifier | {"mlm", "tune"}
     mlm = "|".join(MaskedLMCLI.subcommands())
     assert f"seqcls mlm {mlm}" in SUBCOMMANDS["mlm"]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/outputs.md"])
+def test_the_docs_name_every_subcommand(doc: str) -> None:
+    text = (Path(__file__).parents[2] / doc).read_text(encoding="utf-8")
+    listing = re.search(r"`seqcls --help`[^.]*?lists its subcommands[^.]*\.", text, re.DOTALL)
+    assert listing is not None, doc
+    assert set(re.findall(r"`(\w+)`", listing.group(0))) == set(SUBCOMMANDS)
 
 
 def test_version_and_a_mistyped_subcommand_answer_without_importing_lightning() -> None:
