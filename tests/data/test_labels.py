@@ -3,9 +3,11 @@ import pytest
 from seqcls.data.labels import (
     LabelSpace,
     encode_labels,
+    given_label_space,
     infer_label_space,
     is_unlabelled,
     label_space_of_model,
+    reads_label_ids,
     split_labels,
 )
 from seqcls.errors import ConfigurationError
@@ -57,14 +59,111 @@ def test_mixed_label_types_are_rejected_with_the_place() -> None:
         infer_label_space([1, "two"], where="train.csv, column 'label'", column="label")
 
 
-@pytest.mark.parametrize("missing", [None, float("nan"), []])
-def test_empty_or_nan_labels_name_at_most_ten_rows(missing: object) -> None:
+@pytest.mark.parametrize(
+    ("missing", "options"),
+    [
+        (None, {}),
+        (float("nan"), {}),
+        ("", {}),  # an empty cell, as a file read with only empty cells missing may give it
+        (" ", {}),
+        ([], {"problem_type": SINGLE}),  # a row with no labels is multi-label only
+    ],
+)
+def test_empty_or_nan_labels_name_at_most_ten_rows(missing: object, options: dict) -> None:
     values = ["a"] + [missing] * 12
     with pytest.raises(ConfigurationError) as error:
-        space(values)
+        space(values, **options)
     message = str(error.value)
-    assert "row(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more" in message
+    assert "empty or NaN label in row(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more" in message
     assert "\n" not in message
+    with pytest.raises(ConfigurationError, match=r"empty or NaN label in row\(s\) 1 "):
+        encode_labels(["a", missing], LabelSpace(SINGLE, ("a", "b")), where="f")
+
+
+def test_na_words_are_labels_among_names_and_gaps_among_numbers() -> None:
+    # An intent called "None" is a class; "NA" in a column of scores is a missing score.
+    assert space(["None", "greet", "None"]).names == ("None", "greet")
+    for values in (["0.5", "NA", "1.5"], [1, "null", 0]):
+        with pytest.raises(ConfigurationError) as error:
+            space(values)
+        message = str(error.value)
+        assert message.startswith("f: ")
+        assert "among numeric labels in row(s) 1 " in message
+        assert message.endswith("fill or drop those rows")
+        assert "\n" not in message
+
+
+def test_whole_floats_are_classes_when_names_are_given() -> None:
+    # What pandas writes for an integer column with a gap: 0.0, 1.0.
+    given = space([1.0, 0.0, 1.0], names=["negative", "positive"])
+    assert given == LabelSpace(SINGLE, ("negative", "positive"))
+    assert encode_labels([1.0, 0.0], given, where="f") == [1, 0]
+    assert reads_label_ids([1.0, 0.0], given)
+
+
+def test_whole_floats_are_classes_when_a_classification_is_asked_for() -> None:
+    single = space([1.0, 0.0, 2.0], problem_type=SINGLE)
+    assert single == LabelSpace(SINGLE, ("0", "1", "2"))
+    assert encode_labels([2.0, 0.0], single, where="f") == [2, 0]
+    multi = space([[1.0], [0.0, 1.0]], problem_type=MULTI)
+    assert multi == LabelSpace(MULTI, ("0", "1"))
+    assert encode_labels([[0.0, 1.0], [1.0]], multi, where="f") == [[1.0, 1.0], [0.0, 1.0]]
+
+
+def test_floats_without_names_or_a_classification_stay_a_regression() -> None:
+    assert space([1.0, 0.0, 1.0]) == LabelSpace("regression", ("label",))
+
+
+def test_a_multi_label_row_may_have_no_labels() -> None:
+    found = space([["billing"], [], ["shipping", "billing"]])
+    assert found == LabelSpace(MULTI, ("billing", "shipping"))
+    targets = encode_labels([[], ["shipping"]], found, where="f")
+    assert targets == [[0.0, 0.0], [0.0, 1.0]]
+    assert split_labels(["billing", None, ""], "|") == [["billing"], [], []]
+    assert encode_labels(split_labels([None, "shipping"], "|"), found, where="f") == targets
+    # A missing value that is not a list is still missing.
+    with pytest.raises(ConfigurationError, match=r"empty or NaN label in row\(s\) 1 "):
+        encode_labels([["billing"], None], found, where="f")
+
+
+def test_a_multi_label_column_where_no_row_has_a_label_is_an_error() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        space([[], []])
+    assert str(error.value) == (
+        "f: multi-label classification needs at least 1 label(s), found 0; label some rows, "
+        "or give --data.label_names with every label"
+    )
+
+
+def test_a_single_class_is_an_error_naming_the_fix() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        infer_label_space(["positive"] * 3, where="train.csv, column 'label'", column="label")
+    assert str(error.value) == (
+        "train.csv, column 'label': single-label classification needs at least 2 label(s), "
+        "found 1: 'positive'; add rows of another class, or give --data.label_names with every "
+        "class"
+    )
+    with pytest.raises(ConfigurationError, match=r"^--data.label_names: single-label .* found 1"):
+        space(["positive"], names=["positive"])
+    with pytest.raises(ConfigurationError, match=r"^--data.label_names: single-label .* found 1"):
+        given_label_space(SINGLE, ["positive"], "label")
+    # One label is a multi-label problem: each row has it or not.
+    assert space([["spam"], []]).names == ("spam",)
+
+
+def test_duplicate_label_names_are_an_error_naming_the_duplicate() -> None:
+    names = ["negative", "positive", "positive"]
+    expected = (
+        "--data.label_names: 'positive' is listed more than once (negative, positive, "
+        "positive); list each label once"
+    )
+    with pytest.raises(ConfigurationError) as error:
+        space(["negative", "positive"], names=names)
+    assert str(error.value) == expected
+    with pytest.raises(ConfigurationError) as error:
+        given_label_space(MULTI, names, "label")
+    assert str(error.value) == expected
+    assert given_label_space("regression", None, "score") == LabelSpace("regression", ("score",))
 
 
 def test_encode_maps_names_to_ids_in_vocabulary_order() -> None:
@@ -81,6 +180,10 @@ def test_integer_labels_are_ids_when_names_are_words() -> None:
     # GLUE files store 0/1 beside the names ["entailment", "not_entailment"].
     found = LabelSpace(SINGLE, ("entailment", "not_entailment"))
     assert encode_labels([0, 1, 1], found, where="f") == [0, 1, 1]
+    assert reads_label_ids([0, 1, 1], found)
+    assert not reads_label_ids(["entailment"], found)
+    assert not reads_label_ids([1, 5], LabelSpace(SINGLE, ("1", "5")))  # matched by their text
+    assert reads_label_ids([[0], [0, 1]], LabelSpace(MULTI, ("a", "b")))
 
 
 def test_unseen_label_names_the_file_column_value_and_fix() -> None:

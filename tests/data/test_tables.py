@@ -142,3 +142,53 @@ def test_a_remote_file_reads_like_a_local_one(
         assert read_table(url, flag="--data.train_file")["label"] == ["a", "b", "a"]
     finally:
         fs.rm(url)
+
+
+@pytest.mark.parametrize(("suffix", "sep"), [(".csv", ","), (".tsv", "\t")])
+def test_na_words_are_text_and_only_an_empty_cell_is_missing(
+    tmp_path: Path, suffix: str, sep: str
+) -> None:
+    path = tmp_path / f"intents{suffix}"
+    rows = [("text", "label"), ("NA", "None"), ("null", "greet"), ("", "n/a"), ("nan", "")]
+    path.write_text("".join(sep.join(row) + "\n" for row in rows))
+    table = read_table(str(path), flag="--data.train_file")
+    assert table["text"] == ["NA", "null", None, "nan"]
+    assert table["label"] == ["None", "greet", "n/a", None]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".json", ".parquet", ".txt"])
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"\xef\xbb\xbf \n"])
+def test_a_file_with_nothing_in_it_has_no_rows(tmp_path: Path, suffix: str, content: bytes) -> None:
+    path = tmp_path / f"empty{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(ConfigurationError) as error:
+        read_table(str(path), flag="--data.train_file")
+    assert str(error.value) == (
+        f"--data.train_file: {path} has no rows; give a file with at least one example"
+    )
+
+
+RAGGED = "Expected 2 fields in line 3, saw 3"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("ragged.csv", "text,label\nok,a\none,too,many\n", RAGGED),
+        ("ragged.tsv", "text\tlabel\nok\ta\none\ttoo\tmany\n", RAGGED),
+        (
+            "broken.jsonl",
+            '{"text": "ok", "label": "a"}\n{"text": "cut", "label"\n',
+            "JSON parse error: Missing a colon after a name of object member. in row 1",
+        ),
+    ],
+)
+def test_a_malformed_file_says_what_the_parser_found(
+    tmp_path: Path, name: str, data: str, reason: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(data)
+    with pytest.raises(ConfigurationError) as error:
+        read_table(str(path), flag="--data.train_file")
+    builder = "json" if name.endswith(".jsonl") else "csv"
+    assert str(error.value) == f"--data.train_file: cannot read {path} as {builder}: {reason}"

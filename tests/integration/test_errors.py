@@ -93,6 +93,27 @@ def test_empty_validation_split(capsys, tiny_bert: Path, tmp_path: Path) -> None
     assert "has no rows" in line
 
 
+def test_an_empty_json_lines_file(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    dev = tmp_path / "dev.jsonl"
+    dev.write_text("")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.validation_file", str(dev))
+    assert line == (
+        f"seqcls: error: --data.validation_file: {dev} has no rows; give a file with at least "
+        "one example"
+    )
+
+
+def test_a_training_file_with_one_class(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    train = tmp_path / "one.csv"
+    train.write_text("text,label\n" + "".join(f"row {i},billing\n" for i in range(12)))
+    line = fit_error(capsys, tiny_bert, tmp_path, "--data.train_file", str(train))
+    assert line == (
+        f"seqcls: error: {train}, column 'label': single-label classification needs at least 2 "
+        "label(s), found 1: 'billing'; add rows of another class, or give --data.label_names "
+        "with every class"
+    )
+
+
 def test_model_that_cannot_be_loaded(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "no/such-model")
     assert "cannot load 'no/such-model'" in line
@@ -263,6 +284,8 @@ def test_a_file_whose_rows_all_go_to_validation(capsys, tiny_bert: Path, tmp_pat
         main([
             "fit", "--model.model_name_or_path", str(tiny_bert),
             "--data.train_file", str(one_row), "--data.cache_dir", str(tmp_path / "cache"),
+            # Both classes named: one class found in the data alone is refused first.
+            "--data.label_names", "[refunds, other]",
             "--trainer.default_root_dir", str(tmp_path / "run"), "--trainer.max_epochs", "1",
         ])  # fmt: skip
     assert done.value.code == 2

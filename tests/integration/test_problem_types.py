@@ -60,6 +60,8 @@ def test_multi_label_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
         {"text": text, "topics": sorted(rng.sample(TOPICS, rng.randint(1, 2)))}
         for text in texts(32, seed=0)
     ]
+    for row in rows[::8]:  # none of the labels applies: an all-zero target, in train and dev
+        row["topics"] = []
     train = write_jsonl(tmp_path / "train.jsonl", rows[:24])
     dev = write_jsonl(tmp_path / "dev.jsonl", rows[24:])
     fitted = run(

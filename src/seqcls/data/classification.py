@@ -9,8 +9,14 @@ from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
 from seqcls.data.encoding import EncodingSpec, load_encoded, model_label_space
 from seqcls.data.glue import GLUE_DATASETS, glue_task
-from seqcls.data.inspection import report_seen_rows, report_truncation, show_examples
-from seqcls.data.labels import LabelSpace, ProblemType, label_counts
+from seqcls.data.inspection import (
+    report_label_ids,
+    report_regression,
+    report_seen_rows,
+    report_truncation,
+    show_examples,
+)
+from seqcls.data.labels import LabelSpace, ProblemType, given_label_space, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
 from seqcls.data.selection import Subset, check_rows_left, hold_out, subsample
@@ -217,18 +223,20 @@ class TextClassificationDataModule(ClassificationBatches):
     @cached_property
     def label_space(self) -> LabelSpace:
         if self._problem_type == "regression" or (self._label_names and self._problem_type):
-            given = self._label_names or [self.label_column]
-            return LabelSpace(self._problem_type, tuple(given))
+            return given_label_space(self._problem_type, self._label_names, self.label_column)
         if not self.sources.has_train():  # validate, test or predict with a fine-tuned model
             return model_label_space(self.tokenizer_name_or_path)
         (source,) = self.sources.of("train")
-        return read_label_space(
+        space = read_label_space(
             source,
             self.label_column,
             separator=self.label_separator,
             names=self._label_names,
             problem_type=self._problem_type,
         )
+        if self._problem_type is None:
+            report_regression(source, self.label_column, space)
+        return space
 
     @property
     def label_names(self) -> list[str]:
@@ -348,10 +356,15 @@ class TextClassificationDataModule(ClassificationBatches):
         )
         if self.window_stride is not None:
             overlap(self.window_stride, self.max_length, self.tokenizer)  # fails before reading
-        return load_encoded(
+        encoded = load_encoded(
             source,
             tokenizer=self.tokenizer,
             spec=spec,
             cache_dir=self.cache_dir,
             num_proc=self.num_proc,
         )
+        if labelled:  # said on every run, cached tokens or not: they hold ids, not labels
+            report_label_ids(
+                source, self.label_column, separator=self.label_separator, space=self.label_space
+            )
+        return encoded

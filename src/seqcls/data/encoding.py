@@ -16,8 +16,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.label_checks import ROWS_FROM_0
 from seqcls.data.labels import (
-    ROWS_FROM_0,
     LabelSpace,
     Target,
     encode_labels,
@@ -190,12 +190,14 @@ def encode_table(
             raise ConfigurationError(
                 f"{source.flag}: label names are unknown; pass --data.label_names"
             )
-        values = split_labels(column_values(table, spec.label_column), spec.label_separator)
+        values = column_values(table, spec.label_column)
+        # Before splitting: split, an empty cell is a multi-label row with no labels.
         if is_unlabelled(values):
             raise ConfigurationError(
                 f"{path}: column {spec.label_column!r} holds no labels (only -1 or empty, as in "
                 "GLUE test splits), so there is nothing to score; use seqcls predict instead"
             )
+        values = split_labels(values, spec.label_separator)
         targets = encode_labels(values, spec.labels, where=f"{path}, column {spec.label_column!r}")
     # Labels are checked in every row above (cheap); only the chosen rows are tokenized.
     chosen = spec.subset.rows(len(table)) if spec.subset is not None else None

@@ -1,6 +1,6 @@
 """What a run says about its rows when it starts: two training examples as the model reads
-them, how many rows of each split ``--data.max_length`` cut, and how many validation rows the
-model also trains on.
+them, how many rows of each split ``--data.max_length`` cut, how many validation rows the
+model also trains on, and how the labels were read where the data decided it.
 
 Truncation is silent in the tokenizer: a task whose texts run past ``max_length`` trains and
 scores on their beginnings only (RTE at 128 tokens: 12% of its pairs lose the end of their
@@ -18,9 +18,11 @@ from pytorch_lightning.utilities import rank_zero_info, rank_zero_only
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.data.columns import LABELS
-from seqcls.data.labels import LabelSpace
+from seqcls.data.label_checks import SHOWN
+from seqcls.data.labels import LabelSpace, reads_label_ids, split_labels
 from seqcls.data.length_grouping import token_lengths
 from seqcls.data.sources import Source
+from seqcls.data.tables import column_values
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ WARN_SHARE = 0.05
 SEEN_WARN_SHARE = 0.01
 # Tokenizers without a length limit report this sentinel (or larger) as model_max_length.
 _NO_LIMIT = 100_000
+# (source, label column, separator, label space) this process has checked for label ids.
+_IDS_REPORTED: set[tuple[Source, str, str | None, LabelSpace]] = set()
 
 
 def rows_filling(encoded: datasets.Dataset, max_length: int) -> int:
@@ -149,3 +153,51 @@ def _labels(rows: datasets.Dataset, indices: list[int]) -> list[object]:
         return [None] * len(indices)
     chosen = rows.select(indices)[LABELS]
     return [tuple(label) if isinstance(label, list) else label for label in chosen]
+
+
+@rank_zero_only
+def report_regression(source: Source, column: str, space: LabelSpace) -> None:
+    """Say that the training labels made a regression, when no flag asked for one: class
+    labels written as floats (0.0, 1.0: what pandas writes for integers in a column with a
+    gap) would otherwise train as a regression without a word."""
+    if space.problem_type != "regression":
+        return
+    values = column_values(source.read(), column)
+    fractions = any(isinstance(value, float) and not value.is_integer() for value in values)
+    kind = "numbers with fractions" if fractions else "floats"
+    log.info(
+        "%s: column %r holds %s: regression; give --data.label_names or --data.problem_type "
+        "single_label_classification to classify",
+        source.flag,
+        column,
+        kind,
+    )
+
+
+@rank_zero_only
+def report_label_ids(
+    source: Source, column: str, *, separator: str | None, space: LabelSpace
+) -> None:
+    """Say, once per file, that its integer labels are read as ids of the label names. GLUE's
+    files store labels so; a file coded as integers, scored by a run that trained on names,
+    is read the same way, and the mapping deserves a word. A hub dataset's class label column
+    declares its ids, and is not reported."""
+    key = (source, column, separator, space)
+    if key in _IDS_REPORTED:
+        return
+    _IDS_REPORTED.add(key)
+    table = source.read()
+    if column not in table.column_names or isinstance(table.features[column], datasets.ClassLabel):
+        return
+    if reads_label_ids(split_labels(column_values(table, column), separator), space):
+        log.info(label_ids_note(source, column, space.names))
+
+
+def label_ids_note(source: Source, column: str, names: Sequence[str]) -> str:
+    """One line: the file, its label column, and which name each id stands for."""
+    ids = [f"{label_id} = {name}" for label_id, name in enumerate(names)]
+    more = ", ..." if len(ids) > SHOWN else ""
+    return (
+        f"{source.flag} ({source.label}): column {column!r} holds integers, read as label ids: "
+        f"{', '.join(ids[:SHOWN])}{more}"
+    )

@@ -1,10 +1,16 @@
 """The label space: the problem type, the label names in a stable order, and rows to targets."""
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from seqcls.data.label_checks import (
+    SHOWN,
+    is_number,
+    require_label_names,
+    require_labels,
+    require_numbers,
+)
 from seqcls.errors import ConfigurationError
 
 ProblemType = Literal["single_label_classification", "multi_label_classification", "regression"]
@@ -13,10 +19,8 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
     "multi_label_classification",
     "regression",
 )
+MULTI_LABEL: ProblemType = "multi_label_classification"
 UNLABELLED = -1  # GLUE test splits store this in place of a label
-_SHOWN = 10  # how many offending rows or values an error message lists
-# How error messages number a file's rows: as predictions.csv's index does.
-ROWS_FROM_0 = "counted from 0 after the header"
 Target = int | float | list[float]
 
 
@@ -76,29 +80,51 @@ def infer_label_space(
     Without ``problem_type``: lists of labels make a multi-label problem, floats a regression,
     anything else single-label classification. Names sort numerically for integers and
     alphabetically for strings, so the ids depend only on which labels exist, never on row
-    order, and every run of the same data gives the same ids.
+    order, and every run of the same data gives the same ids. Given names or a classification
+    ``problem_type`` ask for classes, so floats with whole values are the integers they hold.
     """
-    _require_labels(values, where=where)
+    if problem_type != "regression" and (names or problem_type):
+        values = _whole_floats_as_integers(values)
     if problem_type is None:
         problem_type = _infer_problem_type(values)
+    multi_label = problem_type == MULTI_LABEL
+    require_labels(values, where=where, multi_label=multi_label)
     if problem_type == "regression":
-        _require_numbers(values, where=where)
+        require_numbers(values, where=where)
         return LabelSpace("regression", (column,))
     if names:
+        require_label_names(names, where="--data.label_names", multi_label=multi_label, given=True)
         return LabelSpace(problem_type, tuple(names))
-    if problem_type == "multi_label_classification":
-        flat = [label for value in values for label in _as_list(value, where=where)]
-        return LabelSpace(problem_type, tuple(_sorted_names(flat, where=where)))
-    return LabelSpace(problem_type, tuple(_sorted_names(values, where=where)))
+    if multi_label:
+        values = [label for value in values for label in _as_list(value, where=where)]
+    found = _sorted_names(values, where=where)
+    require_label_names(found, where=where, multi_label=multi_label, given=False)
+    return LabelSpace(problem_type, tuple(found))
+
+
+def given_label_space(
+    problem_type: ProblemType, names: Sequence[str] | None, column: str
+) -> LabelSpace:
+    """The label space the flags state in full: a regression, its output named by the names
+    or the label column, or a classification with its names."""
+    if problem_type == "regression":
+        return LabelSpace(problem_type, tuple(names or [column]))
+    given = tuple(names or [])
+    multi_label = problem_type == MULTI_LABEL
+    require_label_names(given, where="--data.label_names", multi_label=multi_label, given=True)
+    return LabelSpace(problem_type, given)
 
 
 def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) -> list[Target]:
-    """Each row's training target: a class id, a multi-hot vector or a float."""
-    _require_labels(values, where=where)
+    """Each row's training target: a class id, a multi-hot vector (all zeros for a row with
+    no labels) or a float. A class label that is a float with a whole value is its integer."""
     if space.problem_type == "regression":
-        _require_numbers(values, where=where)
+        require_labels(values, where=where, multi_label=False)
+        require_numbers(values, where=where)
         return [float(value) for value in values]  # type: ignore[arg-type]
-    if space.problem_type == "multi_label_classification":
+    values = _whole_floats_as_integers(values)
+    require_labels(values, where=where, multi_label=space.problem_type == MULTI_LABEL)
+    if space.problem_type == MULTI_LABEL:
         rows = [_as_list(value, where=where) for value in values]
         ids = _label_ids([label for row in rows for label in row], space.names, where=where)
         targets, start = [], 0
@@ -121,15 +147,22 @@ def label_counts(label_ids: Sequence[int], num_labels: int) -> list[int]:
 
 
 def split_labels(values: Sequence[object], separator: str | None) -> list[object]:
-    """With a separator, text cells become label lists: ``"billing|shipping"`` -> two labels."""
+    """With a separator, text cells become label lists: ``"billing|shipping"`` -> two labels,
+    and an empty cell none (a row none of the labels applies to)."""
     if separator is None:
         return list(values)
-    return [
-        [part.strip() for part in value.split(separator) if part.strip()]
-        if isinstance(value, str)
-        else value
-        for value in values
-    ]
+    return [_split(value, separator) for value in values]
+
+
+def reads_label_ids(values: Sequence[object], space: LabelSpace) -> bool:
+    """Whether ``encode_labels`` takes these labels (split, for multi-label) for ids of the
+    label names, rather than matching them to the names by their text."""
+    if space.problem_type == "regression":
+        return False
+    labels = _whole_floats_as_integers(values)
+    if space.problem_type == MULTI_LABEL:
+        labels = [label for value in labels if isinstance(value, list) for label in value]
+    return bool(labels) and _are_ids(labels, space.names)
 
 
 def is_unlabelled(values: Sequence[object]) -> bool:
@@ -148,24 +181,52 @@ def _label_ids(values: Sequence[object], names: Sequence[str], *, where: str) ->
     unknown = sorted({text for text in texts if text not in index})
     if not unknown:
         return [index[text] for text in texts]
-    if not any(text in index for text in texts) and all(
-        isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names)
-        for value in values
-    ):
+    if _are_ids(values, names):
         return [int(text) for text in texts]
-    shown = ", ".join(repr(text) for text in unknown[:_SHOWN])
+    shown = ", ".join(repr(text) for text in unknown[:SHOWN])
     raise ConfigurationError(
         f"{where}: label(s) {shown} not among the training labels ({', '.join(names)}); "
         "fix the data, or pass --data.label_names listing every label"
     )
 
 
+def _are_ids(labels: Sequence[object], names: Sequence[str]) -> bool:
+    known = set(names)
+    return not any(str(label) in known for label in labels) and all(
+        isinstance(label, int) and not isinstance(label, bool) and 0 <= label < len(names)
+        for label in labels
+    )
+
+
 def _infer_problem_type(values: Sequence[object]) -> ProblemType:
     if any(isinstance(value, list) for value in values):
-        return "multi_label_classification"
-    if any(isinstance(value, float) for value in values) and all(map(_is_number, values)):
+        return MULTI_LABEL
+    if any(isinstance(value, float) for value in values) and all(map(is_number, values)):
         return "regression"
     return "single_label_classification"
+
+
+def _whole_floats_as_integers(values: Sequence[object]) -> list[object]:
+    """0.0 and 1.0 as 0 and 1, in label lists too: pandas writes a column of integers with a
+    gap in it as floats, and a class label is never a fraction."""
+    return [
+        [_integer_if_whole(label) for label in value]
+        if isinstance(value, list)
+        else _integer_if_whole(value)
+        for value in values
+    ]
+
+
+def _integer_if_whole(value: object) -> object:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _split(value: object, separator: str) -> object:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(separator) if part.strip()]
+    return value
 
 
 def _sorted_names(values: Sequence[object], *, where: str) -> list[str]:
@@ -191,31 +252,3 @@ def _as_list(value: object, *, where: str) -> list[object]:
         "write each row's labels as a list (JSON Lines, Parquet), or set "
         "--data.label_separator for text cells like 'billing|shipping'"
     )
-
-
-def _require_labels(values: Sequence[object], *, where: str) -> None:
-    missing = [row for row, value in enumerate(values) if _is_missing(value)]
-    if missing:
-        rows = ", ".join(str(row) for row in missing[:_SHOWN])
-        more = f" and {len(missing) - _SHOWN} more" if len(missing) > _SHOWN else ""
-        raise ConfigurationError(
-            f"{where}: empty or NaN label in row(s) {rows}{more} ({ROWS_FROM_0}); every row "
-            "needs a label"
-        )
-
-
-def _require_numbers(values: Sequence[object], *, where: str) -> None:
-    bad = next((value for value in values if not _is_number(value)), None)
-    if bad is not None:
-        raise ConfigurationError(
-            f"{where}: a regression needs numeric labels, found {bad!r}; fix the column, "
-            "or set --data.problem_type to a classification"
-        )
-
-
-def _is_missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value == []
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)

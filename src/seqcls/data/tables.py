@@ -14,12 +14,15 @@ from fsspec.implementations.local import LocalFileSystem
 import seqcls.cloud  # noqa: F401  (sets gcsfs's options before fsspec loads it)
 from seqcls.errors import ConfigurationError
 
+# Only an empty cell is missing: pandas' default NA words (NA, N/A, None, null, nan...)
+# would turn an intent named "None" or a text reading "NA" into a missing value.
+_ONLY_EMPTY_IS_MISSING: dict[str, object] = {"keep_default_na": False, "na_values": [""]}
 # suffix -> (datasets builder, builder options)
 _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
-    ".csv": ("csv", {}),
+    ".csv": ("csv", _ONLY_EMPTY_IS_MISSING),
     # TSV has no quoting convention; GLUE's TSVs contain bare quote characters that
     # the CSV dialect would swallow, merging rows.
-    ".tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE}),
+    ".tsv": ("csv", {"delimiter": "\t", "quoting": csv.QUOTE_NONE, **_ONLY_EMPTY_IS_MISSING}),
     ".jsonl": ("json", {}),
     ".json": ("json", {}),
     ".parquet": ("parquet", {}),
@@ -27,6 +30,8 @@ _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
     ".txt": ("text", {}),
 }
 _CHUNK = 1 << 20
+# pandas' prefix to a malformed line's description ("Expected 2 fields in line 3, saw 3").
+_PANDAS_PARSER_PREFIX = "Error tokenizing data. C error: "
 
 
 def file_fingerprint(path: str, *, flag: str | None = None) -> str:
@@ -56,13 +61,17 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     if builder != "parquet":
         _require_utf8(local, flag=flag, path=path)
     empty = ConfigurationError(f"{flag}: {path} has no rows; give a file with at least one example")
+    # datasets fails on a file with nothing in it with a bare StopIteration (JSON) or a
+    # message about schemas (CSV, text).
+    if _is_blank(local):
+        raise empty
     try:
         table = datasets.load_dataset(builder, data_files=data_files, split="train", **options)
     except (ValueError, datasets.exceptions.DatasetGenerationError) as error:
         if "corresponds to no data" in str(error):  # datasets' words for a header-only file
             raise empty from None
         raise ConfigurationError(
-            f"{flag}: cannot read {path} as {builder}: {_first_line(error)}"
+            f"{flag}: cannot read {path} as {builder}: {_innermost_reason(error)}"
         ) from None
     if not isinstance(table, datasets.Dataset):
         raise ConfigurationError(f"{flag}: {path} did not load as a single table")
@@ -142,6 +151,16 @@ def _require_utf8(local: str, *, flag: str, path: str) -> None:
             line += chunk.count(b"\n")
 
 
+def _is_blank(local: str) -> bool:
+    """Whether the file holds nothing but whitespace (and a byte order mark); reads up to its
+    first other byte."""
+    with open(local, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            if chunk.strip().removeprefix(codecs.BOM_UTF8).strip():
+                return False
+    return True
+
+
 def _builder_for(path: str, *, flag: str) -> tuple[str, dict[str, object]]:
     suffix = PurePosixPath(path).suffix.lower()
     if suffix not in _FORMATS:
@@ -152,6 +171,10 @@ def _builder_for(path: str, *, flag: str) -> tuple[str, dict[str, object]]:
     return _FORMATS[suffix]
 
 
-def _first_line(error: BaseException) -> str:
+def _innermost_reason(error: BaseException) -> str:
+    """The first line of the error that started it all: datasets wraps a parser's error
+    ("Expected 2 fields in line 3, saw 3") in its own, which says only that one occurred."""
+    while error.__cause__ is not None:
+        error = error.__cause__
     text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    return text.splitlines()[0].removeprefix(_PANDAS_PARSER_PREFIX)
