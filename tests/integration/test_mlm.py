@@ -4,9 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from transformers import AutoConfig, pipeline
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, pipeline
 
 from seqcls.cli import main
 from seqcls.mlm.cli import make_mlm_cli
@@ -87,6 +88,19 @@ def test_exported_model_is_a_masked_lm_that_fit_fine_tunes(
     assert prediction["label"] in {"account", "billing", "shipping", "technical"}
 
 
+def test_exported_model_keeps_the_pretrained_pooler(mlm_run: Path, tiny_bert: Path) -> None:
+    """A masked LM has no pooler; model/ carries the starting checkpoint's, which a classifier's
+    first-token head reads, so fitting from model/ starts as fitting from the original does."""
+    classifier, loading = AutoModelForSequenceClassification.from_pretrained(
+        mlm_run / "model", num_labels=4, output_loading_info=True
+    )
+    assert set(loading["missing_keys"]) == {"classifier.weight", "classifier.bias"}
+    original = AutoModel.from_pretrained(tiny_bert).pooler.state_dict()
+    exported = classifier.bert.pooler.state_dict()
+    assert original.keys() == exported.keys()
+    assert all(torch.equal(exported[name], original[name]) for name in original)
+
+
 @pytest.mark.parametrize("path", TRAINER_CONFIGS, ids=lambda path: path.stem)
 def test_every_trainer_config_stacks_on_the_mlm_config(
     path: Path, capsys: pytest.CaptureFixture[str]
@@ -147,3 +161,38 @@ def test_max_steps_within_the_first_epoch_still_measures_perplexity(
     assert metrics["best"]["step"] == 2
     assert metrics["validation"]["perplexity"] > 1
     assert len(scalars(tmp_path / "run" / "logs", "val/perplexity")) == 1
+
+
+def test_a_resumed_run_and_its_checkpoints_work_with_the_pooler_kept_out_of_them(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    run = tmp_path / "run"
+    for steps in ["2", "4"]:  # the second fit resumes the first
+        main(
+            [
+                "mlm", "fit",
+                "--config", str(REPO / "configs/mlm.yaml"),
+                "--model.model_name_or_path", str(tiny_bert),
+                "--data.max_train_samples", "96",
+                "--data.cache_dir", str(tmp_path / "cache"),
+                "--trainer.default_root_dir", str(run),
+                "--trainer.max_steps", steps,
+                "--trainer.enable_progress_bar", "false",
+            ]
+        )  # fmt: skip
+    assert (run / "checkpoints" / "best-epoch0-step2.ckpt").is_file()
+    assert json.loads((run / "metrics.json").read_text())["best"]["step"] == 4
+    saved = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert not [key for key in saved["state_dict"] if "pooler" in key]
+    exported = AutoModelForSequenceClassification.from_pretrained(run / "model", num_labels=2)
+    original = AutoModel.from_pretrained(tiny_bert)
+    assert torch.equal(exported.bert.pooler.dense.weight, original.pooler.dense.weight)
+    main(
+        [
+            "mlm", "validate",
+            "--config", str(run / "config.yaml"),
+            "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+            "--trainer.enable_progress_bar", "false",
+        ]
+    )  # fmt: skip
+    assert json.loads((run / "metrics.json").read_text())["validation"]["perplexity"] > 1

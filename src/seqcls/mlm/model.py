@@ -7,6 +7,7 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from seqcls.hardware import is_xla, on_cpu
+from seqcls.mlm.pooler import pretrained_pooler
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.metrics import WeightedMean
@@ -62,6 +63,9 @@ class MaskedLanguageModel(pl.LightningModule):
         self.model = load_for_training(
             AutoModelForMaskedLM, model_name_or_path, gradient_checkpointing=gradient_checkpointing
         )
+        # Exported with model/ (run/export.py), kept out of the checkpoints: the pretrained
+        # pooler that the masked LM leaves out and that seqcls fit's head reads (mlm/pooler.py).
+        self.carried_weights = pretrained_pooler(self.model, model_name_or_path)
         self.val_loss, self.val_perplexity = WeightedMean(), Perplexity()
         self.test_loss, self.test_perplexity = WeightedMean(), Perplexity()
 

@@ -3,6 +3,7 @@
 import copy
 import logging
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -44,11 +45,14 @@ def export_model(
     *,
     checkpoint_path: str | None = None,
     calibration: Calibration | None = None,
+    carried_weights: Mapping[str, torch.Tensor] | None = None,
 ) -> Path:
     """Save ``model``, or it with the weights from ``checkpoint_path``, and the tokenizer.
 
     A classifier's saved config carries ``id2label``/``label2id`` with the real label names,
     and the ``calibration`` fitted after training (see model/calibration.py).
+    ``carried_weights`` are saved besides the model's own: weights of the starting checkpoint
+    that the model does not hold, such as the pooler a masked LM leaves out.
     """
     if checkpoint_path:
         # A fresh model of the same architecture, not a copy of the trained module: under
@@ -60,7 +64,9 @@ def export_model(
         model = copy.deepcopy(model)  # the temperature is folded into the copy's head only
     save_into(model, calibration)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    # None: save_pretrained takes the model's own state dict, as it always has.
+    state = {**model.state_dict(), **carried_weights} if carried_weights else None
+    model.save_pretrained(out_dir, state_dict=state)
     tokenizer.save_pretrained(out_dir)
     return out_dir
 
@@ -95,6 +101,7 @@ class ExportBestModel(pl.Callback):
                 out_dir,
                 checkpoint_path=local_best or None,
                 calibration=getattr(pl_module, "calibration", None),
+                carried_weights=getattr(pl_module, "carried_weights", None),
             )
             if remote:
                 upload_dir(out_dir, self.model_dir)
