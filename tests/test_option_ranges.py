@@ -8,8 +8,12 @@ import pytest
 import yaml
 from jsonargparse import Namespace
 
+from seqcls.cli import main
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
+from seqcls.mlm.cli import make_mlm_cli
+from seqcls.mlm.corpus import TextCorpusDataModule
+from seqcls.mlm.model import MaskedLanguageModel
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.option_ranges import RANGES, Range, check_option_ranges, check_range
 
@@ -39,7 +43,12 @@ def test_a_range_holds_what_it_describes(
 
 
 def test_every_default_and_example_is_in_range() -> None:
-    for cls, section in [(SequenceClassifier, "model"), (TextClassificationDataModule, "data")]:
+    for cls, section in [
+        (SequenceClassifier, "model"),
+        (TextClassificationDataModule, "data"),
+        (MaskedLanguageModel, "model"),
+        (TextCorpusDataModule, "data"),
+    ]:
         for name, parameter in inspect.signature(cls.__init__).parameters.items():
             flag = f"{section}.{name}"
             if flag in RANGES:
@@ -88,3 +97,36 @@ def test_every_shipped_config_is_in_range() -> None:
                     check_range(f"{section}.{key}", value)
                     checked += 1
     assert checked >= 10  # the configs set batch sizes, learning rates, lengths...
+
+
+def mlm_options(tiny_bert: Path, tmp_path: Path, probability: str) -> list[str]:
+    return [
+        "--config", str(REPO / "configs/mlm.yaml"),
+        "--model.model_name_or_path", str(tiny_bert),
+        "--data.cache_dir", str(tmp_path / "cache"),
+        "--trainer.default_root_dir", str(tmp_path / "run"),
+        "--data.mlm_probability", probability,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("probability", ["1.5", "-0.1", "0"])
+def test_a_masking_probability_outside_0_to_1_stops_the_mlm_command(
+    probability: str, tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not the collator's traceback after loading (1.5, -0.1), nor a NaN perplexity (0)."""
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", "fit", *mlm_options(tiny_bert, tmp_path, probability)])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"seqcls: error: --data.mlm_probability {float(probability):g}: "
+        "give a value in (0, 1), e.g. 0.15"
+    ]
+    assert not (tmp_path / "cache").exists()  # stopped before anything was read
+
+
+def test_a_masking_probability_inside_0_to_1_reaches_the_data(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    cli = make_mlm_cli(mlm_options(tiny_bert, tmp_path, "0.15"), run=False)
+    assert isinstance(cli.datamodule, TextCorpusDataModule)
+    assert cli.datamodule.mlm_probability == 0.15

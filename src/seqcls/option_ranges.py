@@ -4,9 +4,10 @@ Without these checks a value out of range fails late or not at all: a negative l
 or an AdamW beta of 1.5 as torch's traceback after the model and data have loaded, a negative
 head learning rate or a warm-up longer than training as a run that trains quietly towards the
 wrong weights, ``--data.max_train_samples 0`` as a "finished" run that exported untrained
-weights. Each bound is the option's meaning, not a taste: a decay factor of 0 freezes the
-layers it decays, a threshold of 1 predicts nothing. Values a bound allows but that rarely
-help (a learning rate of 1) are the user's call.
+weights, ``--data.mlm_probability 0`` as a masked LM that learns nothing and scores NaN. Each
+bound is the option's meaning, not a taste: a decay factor of 0 freezes the layers it decays,
+a threshold of 1 predicts nothing. Values a bound allows but that rarely help (a learning rate
+of 1) are the user's call.
 """
 
 import math
@@ -74,6 +75,9 @@ RANGES: dict[str, Range] = {
     "data.validation_fraction": Range(low=0, high=1, low_open=True, high_open=True, example="0.1"),
     "data.train_fraction": Range(low=0, high=1, low_open=True, example="0.5"),
     "data.max_train_samples": Range(low=1, example="1000"),
+    # seqcls mlm: 0 masks no token, so there is no loss to learn from; 1 leaves no token as
+    # context that the model is not also asked to restore.
+    "data.mlm_probability": Range(low=0, high=1, low_open=True, high_open=True, example="0.15"),
     "data.pad_to_multiple_of": Range(low=1, example="8"),
     "data.num_workers": Range(low=0, example="2"),
     "data.num_proc": Range(low=1, example="4"),
