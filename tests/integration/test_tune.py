@@ -129,7 +129,11 @@ def test_the_same_command_resumes_and_adds_only_the_missing_trials(
     assert "| val/accuracy | " in seeds
     assert " ± " in seeds
     assert "Failed runs, no better than the majority class: " in seeds
-    for seed in (42, 43):
+    # The trials ran with seed 42: the seed runs leave it out, as the search picked the best
+    # trial for what it scored with it.
+    assert "The best trial ran with seed 42, which these runs leave out" in seeds
+    assert sorted(p.name for p in (run / "seeds").iterdir()) == ["seed-43", "seed-44"]
+    for seed in (43, 44):
         config = yaml.safe_load((run / "seeds" / f"seed-{seed}" / "config.yaml").read_text())
         assert config["seed_everything"] == seed
 
@@ -202,30 +206,31 @@ def test_a_trial_cut_short_is_continued_first(tmp_path: Path, tiny_bert: Path) -
     assert config["model"]["learning_rate"] == cut.params["model.learning_rate"]
 
 
-def test_an_unknown_metric_stops_the_search_with_one_line(
-    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+def test_a_trial_stopped_after_validating_keeps_its_score_when_continued(
+    tmp_path: Path, tiny_bert: Path
 ) -> None:
+    import optuna
+
     run = tmp_path / "run"
-    args = tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "3", "--tune.metric", "val/f2")
-    with pytest.raises(SystemExit) as done:
+    # SIGTERM after the last step: the trial validated at step 3, and the continued fit has
+    # nothing left to train or validate.
+    stop = [{"class_path": "resume_probe.SigtermAt", "init_args": {"step": 6}}]
+    args = tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "1", "--trainer.max_epochs",
+                     "2", "--trainer.callbacks", json.dumps(stop))  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
         main(args)
-    assert done.value.code == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith("seqcls: error: --tune.metric val/f2: not logged at validation;")
-    assert "val/accuracy" in error
-    assert [row["state"] for row in rows(run / "trials.csv")] == ["fail"]  # then it stopped
-
-
-def test_a_negative_trial_count_stops_with_one_line(
-    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = tmp_path / "run"
-    with pytest.raises(SystemExit) as done:
-        main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "-2"))
-    assert done.value.code == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error == "seqcls: error: --tune.n_trials -2: give a value of at least 0, e.g. 20"
-    assert not run.exists()
+    assert stopped.value.code == 143
+    study = optuna.load_study(study_name="seqcls", storage=f"sqlite:///{run / 'study.db'}")
+    reported = study.trials[0].intermediate_values
+    assert study.trials[0].state.name == "RUNNING"
+    assert list(reported) == [3]
+    main(args)  # the same command again continues it
+    [row] = rows(run / "trials.csv")
+    assert (row["state"], row["value"], row["best_step"]) == ("complete", f"{reported[3]:.6g}", "3")
+    # What the trial's model/ scores: the best checkpoint, validated before the cut.
+    metrics = json.loads((run / "trials" / "trial-000" / "metrics.json").read_text())
+    assert f"{metrics['validation']['accuracy']:.6g}" == row["value"]
+    assert metrics["best"]["step"] == 3
 
 
 def test_no_trial_starts_after_the_timeout(tmp_path: Path, tiny_bert: Path) -> None:

@@ -21,3 +21,8 @@ def test_no_failed_seed_says_none() -> None:
 def test_a_regression_has_no_majority_class_to_fail_against() -> None:
     summary = seeds_summary({1: {"val/pearson": 0.8}, 2: {"val/pearson": 0.9}}, "val/pearson")
     assert "Failed runs" not in summary
+
+
+def test_the_summary_says_which_seed_the_runs_leave_out() -> None:
+    summary = seeds_summary({43: seed(0.6), 44: seed(0.62)}, "val/accuracy", trial_seed=42)
+    assert "The best trial ran with seed 42, which these runs leave out" in summary

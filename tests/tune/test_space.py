@@ -74,6 +74,15 @@ def test_each_kind_of_range_asks_the_trial_its_way() -> None:
             "model.warmup_ratio: 1.5 outside the flag's range [0, 1]",
         ),
         ("data.batch_size: {choices: [0, 16]}\n", "data.batch_size: 0 outside the flag's range"),
+        (
+            'model.learning_rate: {low: 1.0e-5, high: 1.0e-3, log: "false"}\n',
+            "model.learning_rate: log is true or false, without quotes (got 'false')",
+        ),
+        (
+            "model.learning_rate: {low: 1e-5, high: 1e-4}\n",
+            "model.learning_rate: YAML reads low '1e-5', high '1e-4' as text, not a number; "
+            "write numbers without quotes, and an exponent with a dot (1.0e-5, not 1e-5)",
+        ),
     ],
 )
 def test_mistakes_name_the_file_and_the_flag(text: str, message: str) -> None:
@@ -87,6 +96,14 @@ def test_every_problem_is_reported_at_once() -> None:
     text = "a.b: {low: 2, high: 1}\nc.d: {choices: []}\n"
     with pytest.raises(ConfigurationError, match=r"a\.b: needs low < high.*; c\.d: choices"):
         SearchSpace.from_yaml(text, "space.yaml")
+
+
+def test_a_trials_error_about_a_flag_of_the_space_names_the_space_file() -> None:
+    space = SearchSpace.from_yaml("model.learnng_rate: {low: 0.1, high: 0.2}\n", "space.yaml")
+    unknown = ConfigurationError("--model.learnng_rate: unknown option; did you mean ...")
+    assert str(space.blamed(unknown)) == f"--tune.space space.yaml: {unknown}"
+    other = ConfigurationError("--model.learnng_rate_decay: unknown option")
+    assert space.blamed(other) is other  # another flag, not the space's
 
 
 def test_vertex_parameters_pass_values_an_int_flag_accepts() -> None:

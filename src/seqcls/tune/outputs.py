@@ -136,12 +136,23 @@ def write_hparams(logs: Path, trial: FrozenTrial, metric: str) -> None:
         writer.add_hparams(params, {f"hparam/{metric}": trial.value}, run_name=".")
 
 
-def seeds_summary(results: Mapping[int, Mapping[str, float]], metric: str) -> str:
-    """Mean ± std (over seeds, n-1) of every validation metric, then one row per seed."""
+def seeds_summary(
+    results: Mapping[int, Mapping[str, float]], metric: str, trial_seed: int | None = None
+) -> str:
+    """Mean ± std (over seeds, n-1) of every validation metric, then one row per seed;
+    ``trial_seed``: the seed the best trial ran with, which the seed runs leave out."""
     names = sorted({name for values in results.values() for name in values})
     lines = [
         f"# Best parameters over {len(results)} seed(s); the search's metric: {metric}",
         "",
+    ]
+    if trial_seed is not None:
+        lines += [
+            f"The best trial ran with seed {trial_seed}, which these runs leave out: the search "
+            "picked the trial for what it scored with that seed.",
+            "",
+        ]
+    lines += [
         "| metric | mean ± std | " + " | ".join(f"seed {s}" for s in results) + " |",
         "|---|---|" + "---|" * len(results),
     ]

@@ -13,6 +13,7 @@ launcher can read a space without the training stack.
 """
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -99,6 +100,14 @@ class SearchSpace:
         """``values`` as ``seqcls fit`` arguments: ``--model.learning_rate 3e-05``."""
         return [arg for flag, value in values.items() for arg in (f"--{flag}", _text(value))]
 
+    def blamed(self, error: ConfigurationError) -> ConfigurationError:
+        """A trial's ``error``, naming this file when it is about one of its flags: the flag
+        (an unknown one, a value it refuses) came from the search space, not the command."""
+        for parameter in self.parameters:
+            if re.search(rf"--{re.escape(parameter.flag)}(?![\w.])", str(error)):
+                return ConfigurationError(f"--tune.space {self.source}: {error}")
+        return error
+
 
 def nested(values: Mapping[str, Value]) -> dict[str, Any]:
     """``{"model.learning_rate": x}`` as a stacking config, ``{"model": {"learning_rate": x}}``."""
@@ -136,11 +145,23 @@ def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
         _check_in_range(flag, choices, problems)
         return Parameter(flag, choices=tuple(choices))
     low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
+    bounds = {"low": low, "high": high, "step": step}
+    as_text = [f"{key} {value!r}" for key, value in bounds.items() if _reads_as_number(value)]
+    if as_text:
+        # PyYAML (YAML 1.1) reads an exponent as a float only with a dot: 1.0e-5, not 1e-5.
+        problems.append(
+            f"{flag}: YAML reads {', '.join(as_text)} as text, not a number; write numbers "
+            "without quotes, and an exponent with a dot (1.0e-5, not 1e-5)"
+        )
+        return Parameter(flag)
     numbers = [v for v in (low, high, step) if v is not None]
     if low is None or high is None or not all(_is_number(v) for v in numbers):
         problems.append(f"{flag}: low and high are numbers; expected {example}")
         return Parameter(flag)
-    log = bool(spec.get("log", False))
+    log = spec.get("log", False)
+    if not isinstance(log, bool):
+        problems.append(f"{flag}: log is true or false, without quotes (got {log!r})")
+        return Parameter(flag)
     if not low < high or (log and low <= 0) or (log and step is not None):
         problems.append(
             f"{flag}: needs low < high, and with log: true a low above 0 and no step "
@@ -157,6 +178,16 @@ def _check_in_range(flag: str, values: list[Any], problems: list[str]) -> None:
     if bounds and outside:
         shown = ", ".join(f"{v:g}" for v in outside)
         problems.append(f"{flag}: {shown} outside the flag's range {bounds.interval()}")
+
+
+def _reads_as_number(value: Any) -> bool:
+    """A string that Python reads as a number, e.g. YAML's "1e-5"."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 def _is_number(value: Any) -> bool:

@@ -3,36 +3,27 @@
 ``RUN/study.db`` holds every trial. A ``gs://`` run directory cannot hold a live SQLite file,
 so the study is worked on in a local copy that is fetched at the start and uploaded after
 each trial. A trial still marked running was cut short (the process was stopped): the next
-search continues it first, in its own run directory, from its ``last.ckpt``.
+search continues it first, in its own run directory, from its ``last.ckpt``, and counts the
+values it reported before the cut among its validations.
 """
 
-import json
 import logging
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import optuna
 from optuna.trial import TrialState
 
-from seqcls.cloud.storage import (
-    download_file,
-    exists,
-    is_remote,
-    read_text,
-    upload_dir,
-    upload_file,
-    write_text,
-)
+from seqcls.cloud.storage import download_file, exists, is_remote, upload_dir, upload_file
 from seqcls.errors import ConfigurationError
 from seqcls.tune import outputs
-from seqcls.tune.space import SearchSpace
+from seqcls.tune.space import SearchSpace, Value
 from seqcls.tune.trial import Job, TrialReporter, run_trial
 
 log = logging.getLogger(__name__)
@@ -47,19 +38,23 @@ class PendingTrial:
     jobs: "TrialJobs"
     trial: optuna.Trial
     job: Job
+    space: SearchSpace
+    reported: dict[int, float] = field(default_factory=dict)
+    """The values the trial reported before it was cut short, by step."""
 
     def run(self, fit_args: list[str], *, prune: bool) -> None:
         jobs = self.jobs
-        reporter = TrialReporter(self.trial, jobs.metric, jobs.mode, prune)
+        reporter = TrialReporter(self.trial, jobs.metric, jobs.mode, prune, self.reported)
         try:
             outcome = run_trial(self.job, fit_args, reporter)
         except ConfigurationError as error:
             # Not the parameters' fault: the trial is not counted, and the search stops, as
             # the next trial would stop the same way.
-            self.trial.set_user_attr("error", str(error))
+            blamed = self.space.blamed(error)
+            self.trial.set_user_attr("error", str(blamed))
             jobs.study.tell(self.trial, state=TrialState.FAIL)
             jobs.finished(self.trial.number)
-            raise
+            raise blamed from None
         except Exception:
             log.exception("Trial %d failed; the search goes on", self.job.number)
             jobs.study.tell(self.trial, state=TrialState.FAIL)
@@ -100,7 +95,7 @@ class TrialJobs:
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             log.info("Trial %d was cut short: continuing it", frozen.number)
             trial = optuna.Trial(self.study, frozen._trial_id)
-            yield self._pending(trial, space.flags(frozen.params))
+            yield self._pending(trial, space, frozen.params, frozen.intermediate_values)
         while self._finished_count() < n_trials:
             if deadline is not None and time.monotonic() > deadline:
                 log.info("--tune.timeout reached: no new trial starts")
@@ -108,12 +103,19 @@ class TrialJobs:
             trial = self.study.ask()
             values = space.suggest(trial)
             trial.set_user_attr("run_dir", self._run_dir(trial.number))
-            yield self._pending(trial, space.flags(values))
+            yield self._pending(trial, space, values)
 
-    def _pending(self, trial: optuna.Trial, flags: list[str]) -> PendingTrial:
+    def _pending(
+        self,
+        trial: optuna.Trial,
+        space: SearchSpace,
+        values: dict[str, Value],
+        reported: dict[int, float] | None = None,
+    ) -> PendingTrial:
+        flags = space.flags(values)
         job = Job(trial.number, self._run_dir(trial.number), flags)
         log.info("Trial %d: %s in %s", trial.number, " ".join(flags), job.run_dir)
-        return PendingTrial(self, trial, job)
+        return PendingTrial(self, trial, job, space, dict(reported or {}))
 
     def _run_dir(self, number: int) -> str:
         return os.path.join(self.root, "trials", f"trial-{number:03d}")
@@ -161,53 +163,6 @@ class TrialJobs:
             os.path.join(self.root, "best.yaml"),
         )
 
-    def seeds(self, count: int, first_seed: int) -> Iterator[Job]:
-        """Jobs that fit the best parameters with ``count`` seeds; skipped when already done."""
-        best = outputs.best_trial(self.study)
-        if best is None:
-            log.warning("--tune.seeds: no complete trial to re-run")
-            return
-        space_flags = [a for n, v in best.params.items() for a in (f"--{n}", _text(v))]
-        for seed in range(first_seed, first_seed + count):
-            run_dir = os.path.join(self.root, "seeds", f"seed-{seed}")
-            if _validated(run_dir):
-                continue
-            yield Job(-1, run_dir, [*space_flags, "--seed_everything", str(seed)])
-
-    def write_seeds(self, count: int, first_seed: int) -> str | None:
-        results: dict[int, dict[str, float]] = {}
-        for seed in range(first_seed, first_seed + count):
-            text = read_text(os.path.join(self.root, "seeds", f"seed-{seed}", "metrics.json"))
-            if text is not None:
-                results[seed] = outputs.seed_values(json.loads(text))
-        if not results:
-            return None
-        path = os.path.join(self.root, "seeds.md")
-        write_text(path, outputs.seeds_summary(results, self.metric))
-        values = [r[self.metric] for r in results.values() if self.metric in r]
-        if values:
-            spread = statistics.stdev(values) if len(values) > 1 else 0.0
-            log.info(
-                "Best parameters over %d seed(s): %s = %.4f ± %.4f (%s)",
-                len(values),
-                self.metric,
-                statistics.fmean(values),
-                spread,
-                path,
-            )
-        return path
-
-
-def _validated(run_dir: str) -> bool:
-    text = read_text(os.path.join(run_dir, "metrics.json"))
-    return text is not None and bool(json.loads(text).get("fit", {}).get("validated"))
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, float) else str(value)
-
 
 @contextmanager
 def open_study(
@@ -231,12 +186,6 @@ def open_study(
                     f"{remote_db}: the study there {found.name.lower()}s, but {metric} should be "
                     f"{direction}d; give the search its own --trainer.default_root_dir"
                 )
-            stored = _stored_metric(storage)
-            if stored is not None and stored != metric:
-                raise ConfigurationError(
-                    f"{remote_db}: the study there optimises {stored}, not {metric}; pass "
-                    f"--tune.metric {stored} or give the search its own --trainer.default_root_dir"
-                )
         done = existing[STUDY_NAME].n_trials if STUDY_NAME in existing else 0
         study = optuna.create_study(
             storage=storage,
@@ -247,7 +196,7 @@ def open_study(
             sampler=optuna.samplers.TPESampler(seed=seed + done),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
         )
-        study.set_user_attr("metric", metric)
+        _set_metric(study, metric, remote_db)
         jobs = TrialJobs(study, root, local, metric, mode)
         try:
             yield jobs
@@ -255,7 +204,27 @@ def open_study(
             jobs.sync()
 
 
-def _stored_metric(storage: str) -> str | None:
-    study = optuna.load_study(study_name=STUDY_NAME, storage=storage)
-    metric = study.user_attrs.get("metric")
-    return str(metric) if metric is not None else None
+def _set_metric(study: optuna.Study, metric: str, where: str) -> None:
+    """Keep ``metric`` in the study. One that optimised another metric may change it only
+    while no trial has completed: a complete trial's value is of the metric it ran with."""
+    stored = study.user_attrs.get("metric")
+    if stored is not None and stored != metric:
+        if study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            raise ConfigurationError(
+                f"{where}: the study there optimises {stored}, not {metric}; pass "
+                f"--tune.metric {stored} or give the search its own --trainer.default_root_dir"
+            )
+        log.info(
+            "%s: no trial completed with %s, so the study now optimises %s", where, stored, metric
+        )
+        _close_cut_trials(study, f"cut short while the search optimised {stored}")
+    study.set_user_attr("metric", metric)
+
+
+def _close_cut_trials(study: optuna.Study, why: str) -> None:
+    """Trials cut short are failed, not continued: what they reported is of another metric.
+    Like a configuration mistake (``why``), they do not count towards ``--tune.n_trials``."""
+    for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        optuna.Trial(study, frozen._trial_id).set_user_attr("error", why)
+        study.tell(frozen.number, state=TrialState.FAIL)
+        log.info("Trial %d was %s: counted as failed, not continued", frozen.number, why)

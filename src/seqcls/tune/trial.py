@@ -7,6 +7,7 @@ rank stops together.
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,12 +48,31 @@ class TrialReporter(pl.Callback):
     rank 0's decision through ``trainer.strategy.broadcast``.
     """
 
-    def __init__(self, trial: Any, metric: str, mode: Literal["min", "max"], prune: bool) -> None:
+    def __init__(
+        self,
+        trial: Any,
+        metric: str,
+        mode: Literal["min", "max"],
+        prune: bool,
+        reported: Mapping[int, float] | None = None,
+    ) -> None:
         self.trial = trial
         self.metric = metric
         self.mode = mode
         self.prune = prune
         self.outcome = Outcome()
+        # A trial continued after a cut starts from the values it reported before it: its
+        # value is the best of all its validations, as its best checkpoint (model/) is, even
+        # when the continued fit validates no more.
+        for step, value in sorted((reported or {}).items()):
+            if math.isfinite(value):
+                self._note(step, value)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        # The model and data are set up, nothing trained yet: a metric it will never log
+        # would otherwise cost a whole trial. (The other DDP ranks have no metric to check.)
+        if stage == "fit" and self.metric:
+            check_metric(self.metric, pl_module)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -60,10 +80,7 @@ class TrialReporter(pl.Callback):
         value = trainer.callback_metrics.get(self.metric)
         if value is None and self.trial is not None:
             logged = sorted(n for n in trainer.callback_metrics if n.startswith("val"))
-            raise ConfigurationError(
-                f"--tune.metric {self.metric}: not logged at validation; "
-                f"choose one of {', '.join(logged)}"
-            )
+            raise _not_logged(self.metric, logged)
         stop = False
         if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
             self._note(trainer.global_step, float(value))
@@ -80,6 +97,27 @@ class TrialReporter(pl.Callback):
         best = self.outcome.best
         if best is None or (value < best if self.mode == "min" else value > best):
             self.outcome.best = value
+
+
+def validation_metric_names(model: pl.LightningModule) -> list[str]:
+    """What the classifier logs at each validation: every validation set's metrics and loss."""
+    names: list[str] = []
+    for metrics in getattr(model, "val_metrics", None) or []:
+        names += [f"{metrics.prefix or ''}loss", *metrics.keys(keep_base=False)]
+    return sorted(names)
+
+
+def check_metric(metric: str, model: pl.LightningModule) -> None:
+    """Refuse ``--tune.metric`` when ``model`` will not log it at validation."""
+    logged = validation_metric_names(model)
+    if logged and metric not in logged:
+        raise _not_logged(metric, logged)
+
+
+def _not_logged(metric: str, logged: list[str]) -> ConfigurationError:
+    return ConfigurationError(
+        f"--tune.metric {metric}: not logged at validation; choose one of {', '.join(logged)}"
+    )
 
 
 class TrialCLI(SeqclsCLI):
