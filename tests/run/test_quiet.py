@@ -4,15 +4,20 @@ import logging
 import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import datasets
 import pytest
+import pytorch_lightning as pl
 import transformers
+from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities._pytree import _tree_flatten
 
 from seqcls.cli import main
 from seqcls.model.metrics import METRICS
+from seqcls.run.checkpoints import LastCheckpoint
 from seqcls.run.quiet import quiet_libraries
 
 
@@ -84,3 +89,48 @@ def test_other_warnings_still_show(quiet: None) -> None:
         quiet_libraries()
         warnings.warn("a setting a user can fix", UserWarning, stacklevel=1)
     assert [str(warning.message) for warning in caught] == ["a setting a user can fix"]
+
+
+class StopAtStep2(pl.Callback):
+    """What seqcls's signal handler does on SIGTERM or Ctrl-C (run/signals.py)."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == 2:
+            trainer._signal_connector.received_sigterm = True
+
+
+def boring_fit(root: Path, max_steps: int, **options: Any) -> pl.Trainer:
+    """Lightning on its toy model: 32 batches an epoch, no validation, checkpoints in root."""
+    ckpt_path = options.pop("ckpt_path", None)
+    trainer = pl.Trainer(
+        default_root_dir=root, max_steps=max_steps, limit_val_batches=0, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", **options,
+    )  # fmt: skip
+    trainer.fit(BoringModel(), ckpt_path=ckpt_path)
+    return trainer
+
+
+def test_lightnings_line_after_a_signal_stops_the_run_is_dropped(
+    quiet: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """'An SIGTERMException was raised with message: <blank>', after Ctrl-C too."""
+    last = LastCheckpoint(str(tmp_path / "checkpoints"))
+    with caplog.at_level(logging.INFO), pytest.raises(SystemExit):
+        boring_fit(tmp_path, 10, callbacks=[last, StopAtStep2()])
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()  # the stop did save
+    assert "SIGTERMException" not in caplog.text
+
+
+def test_resuming_mid_epoch_warns_neither_of_the_loader_nor_of_the_checkpoints(
+    quiet: None, tmp_path: Path
+) -> None:
+    """seqcls's loaders resume the epoch where it stopped; and a resume finds checkpoints."""
+    first = boring_fit(tmp_path, 3)
+    (saved,) = (tmp_path / "checkpoints").iterdir()  # mid-way through the first epoch
+    assert first.global_step == 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()
+        boring_fit(tmp_path, 5, ckpt_path=saved)
+    messages = [str(warning.message) for warning in caught]
+    assert not [m for m in messages if "not resumable" in m or "is not empty" in m], messages

@@ -2,17 +2,26 @@
 
 A fit's log should say what seqcls did and found. Left alone, the libraries under it add
 progress bars for steps that take a fraction of a second (reading a CSV, loading and saving
-the weights), an advertisement for a hosted logger, and a deprecation that Lightning's own
-code triggers under newer torch. Warnings and log lines a user can act on stay: the
-weights a checkpoint lacked, a bad setting, a slow data loader.
+the weights), an advertisement for a hosted logger, a deprecation that Lightning's own
+code triggers under newer torch, and warnings about stops and resumes that seqcls handles
+itself. Warnings and log lines a user can act on stay: the weights a checkpoint lacked, a
+bad setting, a slow data loader.
 """
 
 import logging
 import warnings
 
-# Lightning's rank-zero messages go through this logger; a line starting so is a product tip.
+# Lightning's rank-zero messages go through this logger.
 _LIGHTNING_RANK_ZERO = "pytorch_lightning.utilities.rank_zero"
-_TIP_PREFIX = "💡 Tip"
+_DROPPED_LINES = (
+    # A product tip.
+    "💡 Tip",
+    # Logged by ModelCheckpoint after the last.ckpt of every SIGTERM or Ctrl-C stop, with a
+    # blank message and the name SIGTERMException for SIGINT too. seqcls logs the stop
+    # itself when the signal comes ("SIGTERM received: saving a checkpoint after this step,
+    # then stopping", run/signals.py), and metrics.json records it.
+    "An SIGTERMException was raised with message:",
+)
 # Raised by torch 2.13 from Lightning 2.6's own ``_pytree`` module, at every fit; nothing a
 # user writes causes it or can fix it.
 _LIGHTNING_PYTREE_DEPRECATION = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
@@ -24,23 +33,34 @@ _LIGHTNING_ARGS_AND_ARGV = r"LightningCLI's args parameter is intended to run fr
 # correlation needs every score, so keeping them is the metric's cost, not a fault; one
 # float pair a validation row is small next to the tokens seqcls already holds.
 _SPEARMAN_BUFFER = r"Metric `SpearmanCorrcoef` will save all targets and predictions"
+# Raised at every resume from a checkpoint saved mid-epoch, since seqcls's loaders have no
+# state_dict. They need none: each epoch's order comes from the seed and the epoch, and a
+# resumed run starts it after the batches already trained (data/order.py, data/base.py), so
+# a resumed run trains the uninterrupted one's batches (docs/cloud.md: bit for bit on a CPU).
+# seqcls's data modules are the only ones its commands take.
+_LIGHTNING_LOADER_NOT_RESUMABLE = r"You're resuming from a checkpoint that ended before the epoch"
+# Raised at every resume: a fit in a run directory with checkpoints continues that run
+# (run/resume.py says so in a line of its own), so finding them there is what is expected.
+_LIGHTNING_CHECKPOINTS_NOT_EMPTY = r"Checkpoint directory .* exists and is not empty"
 
 
-class _DropTips(logging.Filter):
+class _DropLines(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_TIP_PREFIX)
+        return not str(record.msg).startswith(_DROPPED_LINES)
 
 
 def quiet_libraries() -> None:
-    """Turn off the libraries' progress bars and drop their tips, once per process."""
+    """Turn off the libraries' progress bars and drop their chatter (module docstring)."""
     import datasets
     import transformers
 
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
     rank_zero = logging.getLogger(_LIGHTNING_RANK_ZERO)
-    if not any(isinstance(known, _DropTips) for known in rank_zero.filters):
-        rank_zero.addFilter(_DropTips())
+    if not any(isinstance(known, _DropLines) for known in rank_zero.filters):
+        rank_zero.addFilter(_DropLines())
     warnings.filterwarnings("ignore", message=_LIGHTNING_PYTREE_DEPRECATION)
     warnings.filterwarnings("ignore", message=_LIGHTNING_ARGS_AND_ARGV)
     warnings.filterwarnings("ignore", message=_SPEARMAN_BUFFER)
+    warnings.filterwarnings("ignore", message=_LIGHTNING_LOADER_NOT_RESUMABLE)
+    warnings.filterwarnings("ignore", message=_LIGHTNING_CHECKPOINTS_NOT_EMPTY)
