@@ -349,3 +349,24 @@ def test_a_validation_interval_longer_than_an_epoch(
         "an epoch; give at most 4, a share of an epoch such as 0.25, or add "
         "--trainer.check_val_every_n_epoch null to count batches across epochs"
     )
+
+
+@pytest.mark.parametrize("monitor", ["val/f2", "accuracy"])
+def test_a_monitored_metric_that_no_validation_logs(
+    capsys, tiny_bert: Path, tmp_path: Path, monitor: str
+) -> None:
+    # Found when the model is built, not at the first validation after training.
+    line = fit_error(capsys, tiny_bert, tmp_path, "--checkpoint.monitor", monitor)
+    assert line == (
+        f"seqcls: error: --checkpoint.monitor {monitor}: not logged at validation; choose one of "
+        "val/accuracy, val/loss, val/macro_f1"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--trainer.max_epochs", "--trainer.max_steps"])
+def test_a_fit_of_nothing(capsys, tiny_bert: Path, tmp_path: Path, flag: str) -> None:
+    line = fit_error(capsys, tiny_bert, tmp_path, flag, "0")
+    assert line == (
+        f"seqcls: error: {flag} 0: the fit would train nothing and export the untrained model; "
+        f"give {flag} 1 or more"
+    )

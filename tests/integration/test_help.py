@@ -92,6 +92,30 @@ def test_mlm_help_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
         assert name in shown
 
 
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        ([], "usage: seqcls mlm [-c CONFIG] {fit,validate,test} ..."),
+        (["fit"], "usage: seqcls mlm [options] fit [-c CONFIG]"),
+    ],
+    ids=["mlm", "mlm-fit"],
+)
+def test_mlm_usage_names_the_mlm_command(
+    args: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", *args, "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(usage)
+
+
+def test_an_mlm_mistake_points_to_mlm_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["mlm", "fit", "--trainer.max_epohcs", "2"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("(seqcls mlm fit --help lists every option)")
+
+
 def test_tune_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None:
     main(["tune", "--help"])
     shown = capsys.readouterr().out

@@ -6,6 +6,8 @@ plain transformers: its folded temperature, its predictions, its confidences.
 
 import csv
 import json
+import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -163,6 +165,41 @@ def test_validate_and_test_regenerate_the_report(run: Path, tmp_path: Path) -> N
         assert measured["ece_calibrated"] == pytest.approx(expected["ece_calibrated"], abs=1e-5)
 
 
+def test_validate_and_test_in_the_fits_run_directory_leave_the_fits_results(
+    run: Path, tmp_path: Path
+) -> None:
+    """The way to re-evaluate a checkpoint: config.yaml names the fit's own run directory."""
+    own = shutil.copytree(run, tmp_path / "run")
+    config = own / "config.yaml"
+    config.write_text(config.read_text().replace(str(run), str(own)))
+    assert f"default_root_dir: {own}\n" in config.read_text()
+    before = json.loads((own / "metrics.json").read_text())
+    fits_report = {p.name: p.read_bytes() for p in (own / "report/validation").iterdir()}
+    (best,) = (own / "checkpoints").glob("best-*.ckpt")
+    for command, checkpoint, *extra in [
+        ("validate", own / "checkpoints/last.ckpt"),
+        ("test", best, "--data.test_file", str(SAMPLE / "validation.csv")),
+    ]:
+        main([
+            command, "--config", str(config), "--ckpt_path", str(checkpoint),
+            *QUIET, *extra,
+        ])  # fmt: skip
+    after = json.loads((own / "metrics.json").read_text())
+    evaluations = after.pop("evaluations", {})
+    assert after == before  # validation (temperature included), best and fit: still model/'s
+    assert {p.name: p.read_bytes() for p in (own / "report/validation").iterdir()} == fits_report
+    validated, tested = evaluations["validate-last"], evaluations[f"test-{best.stem}"]
+    assert set(evaluations) == {"validate-last", f"test-{best.stem}"}
+    assert validated["weights"] == "checkpoints/last.ckpt"
+    assert tested["weights"] == f"checkpoints/{best.name}"
+    assert set(validated) == {"weights", "validation"}
+    assert set(tested) == {"weights", "test"}
+    for measured in (validated["validation"], tested["test"]):
+        assert {"accuracy", "ece", "ece_calibrated"} <= set(measured)
+    for folder in ("validate-last/validation", f"test-{best.stem}/test"):
+        assert (own / "report" / folder / "per_class.csv").is_file(), folder
+
+
 def test_predict_applies_the_temperature_unless_switched_off(
     run: Path, tmp_path: Path, validation: dict[str, torch.Tensor]
 ) -> None:
@@ -190,3 +227,31 @@ def test_calibrate_false_saves_no_calibration(tmp_path: Path, tiny_bert: Path) -
     assert "ece" in metrics
     assert "temperature" not in metrics
     assert (fitted / "report/validation/per_class.csv").is_file()
+
+
+def test_validation_rows_all_right_get_no_temperature(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fitted temperature would only make every probability 1.0 (model/calibration.py)."""
+    rows = [
+        ("My invoice lists an item that I never ordered.", "billing"),
+        ("The delivery driver left the parcel at the wrong address.", "shipping"),
+    ]
+    for name, copies in (("train.csv", 8), ("validation.csv", 1)):
+        with (tmp_path / name).open("w", newline="") as stream:
+            csv.writer(stream).writerows([("text", "label"), *rows * copies])
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        run = fit(
+            tmp_path / "run", tiny_bert,
+            "--model.learning_rate", "1e-2", "--data.batch_size", "4",
+            "--data.train_file", str(tmp_path / "train.csv"),
+            "--data.validation_file", str(tmp_path / "validation.csv"),
+            "--trainer.max_epochs", "4",
+        )  # fmt: skip
+    metrics = json.loads((run / "metrics.json").read_text())["validation"]
+    assert metrics["accuracy"] == 1.0
+    assert "temperature" not in metrics
+    assert "ece_calibrated" not in metrics
+    assert "seqcls_calibration" not in json.loads((run / "model/config.json").read_text())
+    assert "| temperature |" not in (run / "model/README.md").read_text()
+    assert "No temperature fitted: the model gets every one of the 2 validation rows" in caplog.text

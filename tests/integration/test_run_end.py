@@ -151,6 +151,11 @@ def test_a_sigterm_leaves_metrics_json_with_the_best_so_far(
     assert result["fit"]["exported"] is None
     assert "validation" not in result  # no validation yet
     assert not (run / "model").exists()
+    # Saved on the signal, after metrics.json was written: the note still names it.
+    assert (
+        "run the same command again to resume from checkpoints/last.ckpt" in (result["fit"]["note"])
+    )
+    assert (run / "checkpoints/last.ckpt").is_file()
 
 
 def test_a_failed_fit_leaves_metrics_json_that_says_why(tmp_path: Path, tiny_bert: Path) -> None:
@@ -164,6 +169,18 @@ def test_a_failed_fit_leaves_metrics_json_that_says_why(tmp_path: Path, tiny_ber
     assert result["fit"]["validated"] is False
     assert result["best"]["step"] == 1
     assert "accuracy" in result["validation"]
+
+
+def test_a_fit_that_fails_before_its_first_checkpoint_says_it_starts_over(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="out of memory"):
+        fit(run, tiny_bert, "--trainer.callbacks+=test_run_end.FailAtStep2")
+    assert not list((run / "checkpoints").glob("*.ckpt"))
+    note = metrics(run)["fit"]["note"]
+    assert "last.ckpt" not in note
+    assert note.endswith("no checkpoint was saved, so the same command again starts the run over")
 
 
 def card_sections(model_dir: Path) -> tuple[dict[str, Any], dict[str, str]]:

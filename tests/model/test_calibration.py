@@ -16,6 +16,7 @@ from seqcls.model.calibration import (
     fit_temperature,
     fold_temperature,
     save_into,
+    separates,
     tune_thresholds,
 )
 
@@ -75,6 +76,29 @@ def test_an_underconfident_model_gets_a_temperature_below_one(scale: float) -> N
     # stopped on their small gradient and left T at 1.
     logits, labels = miscalibrated(scale=scale)
     assert fit_temperature(logits, labels) == pytest.approx(scale, rel=0.1)
+
+
+def test_rows_the_model_gets_all_right_get_no_temperature() -> None:
+    """Their NLL falls all the way to T = 0: a fit there only made every probability 1.0."""
+    logits, _ = miscalibrated(rows=200, scale=0.5)  # underconfident, and every row right
+    labels = logits.argmax(-1)
+    assert separates(logits, labels)
+    fitted = fit_calibration("single_label_classification", logits, labels)
+    assert fitted.calibration is None
+    assert fitted.metrics == {}
+    assert fitted.note is not None
+    assert "every one of the 200 validation rows right" in fitted.note
+
+
+def test_one_wrong_row_is_evidence_enough_for_a_temperature() -> None:
+    logits, _ = miscalibrated(rows=200, scale=0.5)
+    labels = logits.argmax(-1)
+    labels[0] = (labels[0] + 1) % 3
+    assert not separates(logits, labels)
+    fitted = fit_calibration("single_label_classification", logits, labels)
+    assert fitted.calibration is not None
+    assert fitted.calibration.temperature == pytest.approx(fitted.metrics["temperature"])
+    assert fitted.note is None
 
 
 def test_thresholds_are_tuned_per_label_and_keep_one_half_on_ties() -> None:

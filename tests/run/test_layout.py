@@ -82,7 +82,7 @@ def test_other_checkpoint_paths_pass_through(tmp_path: Path) -> None:
     local = tmp_path / "some" / "local.ckpt"
     local.parent.mkdir()
     local.write_bytes(b"")
-    for given in [None, "best", "hpc", "registry:org/model", str(local)]:
+    for given in [None, "hpc", "registry:org/model", str(local)]:
         start = start_point(given, str(tmp_path), tmp_path, automatic=False)
         assert start == StartPoint(given, given)
 

@@ -16,9 +16,10 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.hardware import Hardware
 from seqcls.run.checkpoint_io import AtomicCheckpointIO
+from seqcls.run.checkpoints import BestCheckpoint
 from seqcls.run.config_checks import check_trainer, one_line
 from seqcls.run.redact import REDACTED, redact, redact_config
-from seqcls.run.resume import StartPoint, check_continues, start_point
+from seqcls.run.resume import StartPoint, check_continues, check_same_labels, start_point
 
 STATE = {"epoch": 1, "global_step": 8, "loops": {}, "optimizer_states": [], "state_dict": {}}
 
@@ -39,7 +40,7 @@ def test_fit_resumes_from_the_newest_checkpoint(tmp_path: Path) -> None:
     newest = save(tmp_path / "last.ckpt", 8, 2_000)
     for ckpt_path in [None, "last"]:
         start = start_point(ckpt_path, str(tmp_path), tmp_path / "downloads", automatic=True)
-        assert start == StartPoint(str(newest), str(newest), epoch=1)
+        assert start == StartPoint(str(newest), str(newest), epoch=1, step=8, own=True)
     # validate/test/predict load only what --ckpt_path names.
     assert start_point(None, str(tmp_path), tmp_path, automatic=False) == StartPoint()
 
@@ -177,3 +178,72 @@ def test_a_run_directory_of_another_model_is_not_resumed() -> None:
         "(run/checkpoints/last.ckpt) fine-tunes models/a; give that model to resume it, "
         "or give a new --trainer.default_root_dir to start afresh"
     )
+
+
+def test_a_run_directory_of_other_labels_is_not_resumed(tmp_path: Path) -> None:
+    hyper_parameters = {
+        "label_names": ["neg", "pos"],
+        "problem_type": "single_label_classification",
+    }
+    torch.save({**STATE, "hyper_parameters": hyper_parameters}, tmp_path / "last.ckpt")
+    start = start_point(None, str(tmp_path), tmp_path, automatic=True)
+    assert start.labels == ("neg", "pos")
+    check_same_labels(start, ["neg", "pos"], "single_label_classification")
+    check_same_labels(StartPoint(), ["a"], "regression")  # a fresh run: nothing to compare
+    with pytest.raises(ConfigurationError) as error:
+        check_same_labels(start, ["bad", "good"], "single_label_classification")
+    assert str(error.value) == (
+        "this run directory holds a run with labels ['neg', 'pos'] (single_label_classification, "
+        f"{tmp_path / 'last.ckpt'}), not this data's ['bad', 'good'] "
+        "(single_label_classification); give a new --trainer.default_root_dir to start afresh, "
+        "or the same data to resume it"
+    )
+    with pytest.raises(ConfigurationError):
+        check_same_labels(start, ["neg", "pos"], "multi_label_classification")
+
+
+def test_ckpt_path_is_a_checkpoint_file(tmp_path: Path) -> None:
+    exported = tmp_path / "run" / "model"
+    exported.mkdir(parents=True)
+    with pytest.raises(ConfigurationError, match="a folder, not a checkpoint; --ckpt_path takes"):
+        start_point(str(exported), str(tmp_path / "run/checkpoints"), tmp_path, automatic=False)
+    zero = tmp_path / "zero.ckpt"  # a DeepSpeed checkpoint is a folder with a "latest" file
+    zero.mkdir()
+    (zero / "latest").write_text("checkpoint")
+    assert start_point(str(zero), str(tmp_path), tmp_path, automatic=False).source == str(zero)
+    with pytest.raises(ConfigurationError, match="--ckpt_path best: there is no best checkpoint"):
+        start_point("best", str(tmp_path), tmp_path, automatic=False)
+
+
+def test_a_checkpoint_given_from_the_run_directory_is_its_own(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    mine = save(checkpoints / "last.ckpt", 8, 1_000)
+    theirs = save(tmp_path / "other.ckpt", 8, 1_000)
+    assert start_point(str(mine), str(checkpoints), tmp_path, automatic=True).own
+    assert not start_point(str(theirs), str(checkpoints), tmp_path, automatic=True).own
+
+
+def test_a_moved_run_reads_its_checkpoints_where_it_now_is(tmp_path: Path) -> None:
+    old, new = "/gone/run/checkpoints", str(tmp_path / "checkpoints")
+    saved = {
+        "dirpath": old,
+        "monitor": "val/accuracy",
+        "best_model_path": f"{old}/best-epoch0-step4.ckpt",
+        "best_model_score": torch.tensor(0.75),
+        "kth_best_model_path": f"{old}/best-epoch0-step4.ckpt",
+        "kth_value": torch.tensor(0.75),
+        "best_k_models": {f"{old}/best-epoch0-step4.ckpt": torch.tensor(0.75)},
+        "last_model_path": "",
+    }
+    moved = BestCheckpoint(dirpath=new, monitor="val/accuracy", mode="max")
+    moved.own_run = True
+    moved.load_state_dict(saved)
+    assert moved.best_model_path == f"{new}/best-epoch0-step4.ckpt"
+    assert list(moved.best_k_models) == [f"{new}/best-epoch0-step4.ckpt"]
+    assert float(moved.best_model_score) == 0.75  # the scores are kept too
+    # Another run's checkpoint (--ckpt_path): Lightning's own way, paths as they were saved.
+    other = BestCheckpoint(dirpath=new, monitor="val/accuracy", mode="max")
+    with pytest.warns(UserWarning, match="The dirpath has changed"):
+        other.load_state_dict(saved)
+    assert other.best_model_path == f"{old}/best-epoch0-step4.ckpt"

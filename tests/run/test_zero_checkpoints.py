@@ -51,7 +51,9 @@ def test_fit_resumes_from_a_deepspeed_checkpoint_folder(tmp_path: Path) -> None:
     os.utime(tmp_path / "old.ckpt", (1_000, 1_000))
     newest = zero_folder(tmp_path / "last.ckpt", 2_000)
     start = start_point(None, str(tmp_path), tmp_path / "downloads", automatic=True)
-    assert start == StartPoint(str(newest), str(newest), epoch=2, model="some/model")
+    assert start == StartPoint(
+        str(newest), str(newest), epoch=2, model="some/model", step=30, own=True
+    )
 
 
 def test_incomplete_deepspeed_folders_are_skipped(

@@ -4,6 +4,8 @@
 - Temperature scaling (Guo et al., 2017), single-label: one scalar T divides the logits. It
   minimises the validation negative log-likelihood, changes no prediction (the argmax stays),
   and makes the probabilities mean what they say.
+  Where the model gets every validation row right there is no minimum (``separates``), and
+  none is fitted.
 - Multi-label: one decision threshold per label, the one with the best validation F1.
 
 A fitted ``Calibration`` is saved in the exported model's ``config.json`` under ``CONFIG_KEY``.
@@ -67,10 +69,14 @@ def calibrated_scores(
 
 @dataclass
 class Fitted:
-    """A calibration fitted on validation rows, with the evidence for it."""
+    """A calibration fitted on validation rows, with the evidence for it.
 
-    calibration: Calibration
+    ``calibration`` is None where the rows support none: ``note`` then says why.
+    """
+
+    calibration: Calibration | None
     metrics: dict[str, float] = field(default_factory=dict)
+    note: str | None = None
 
 
 def expected_calibration_error(probabilities: torch.Tensor, labels: torch.Tensor) -> float:
@@ -106,6 +112,18 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, *, steps: int = 
     return min(max(float(log_t.detach().exp()), 0.01), 100.0) * spread
 
 
+def separates(logits: torch.Tensor, labels: torch.Tensor) -> bool:
+    """Whether every row's gold class scores at least as high as every other class.
+
+    Then no temperature minimises the rows' NLL: each row's NLL only falls as T falls
+    (its gold probability rises towards 1), so the fit runs on to its lower clamp and
+    returns a T that makes every probability 1.0. The rows show the model is right on them,
+    not how often it is wrong elsewhere; one row it gets wrong bounds the fit away from 0.
+    """
+    gold = logits.float().gather(-1, labels.long().unsqueeze(-1))
+    return bool((gold >= logits.float().max(-1, keepdim=True).values).all())
+
+
 def tune_thresholds(probabilities: torch.Tensor, targets: torch.Tensor) -> list[float]:
     """Per label, the threshold of ``THRESHOLD_GRID`` with the best F1 on these rows.
 
@@ -133,6 +151,13 @@ def tune_thresholds(probabilities: torch.Tensor, targets: torch.Tensor) -> list[
 def fit_calibration(problem_type: str, logits: torch.Tensor, labels: torch.Tensor) -> Fitted:
     """Temperature (single-label) or thresholds (multi-label) fitted on validation rows."""
     if problem_type == "single_label_classification":
+        if separates(logits, labels):
+            note = (
+                f"No temperature fitted: the model gets every one of the {len(labels)} "
+                "validation rows right, and such rows only ever ask for a lower temperature "
+                "(every probability 1.0 in the end); the network's own scores are kept"
+            )
+            return Fitted(None, note=note)
         temperature = fit_temperature(logits, labels)
         after = expected_calibration_error((logits.float() / temperature).softmax(-1), labels)
         metrics = {"temperature": temperature, "ece_calibrated": after}

@@ -3,6 +3,7 @@
 from collections.abc import Callable, Sequence
 
 import torch
+from torch.nn import Module
 from torchmetrics import (
     MeanSquaredError,
     Metric,
@@ -86,3 +87,11 @@ class WeightedMean(Metric):
 
     def compute(self) -> torch.Tensor:
         return self.total / self.count
+
+
+def logged_at_validation(model: Module) -> list[str]:
+    """What a classifier logs at each validation: every validation set's metrics and loss."""
+    names: list[str] = []
+    for metrics in getattr(model, "val_metrics", None) or []:
+        names += [f"{metrics.prefix or ''}loss", *metrics.keys(keep_base=False)]
+    return sorted(names)

@@ -1,5 +1,8 @@
 """Checkpoint files of a run: ``checkpoints/last.ckpt`` beside the best by the monitored metric."""
 
+import logging
+import os
+import posixpath
 import time
 from typing import Any
 
@@ -8,14 +11,55 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from torch import Tensor
 
+from seqcls.cloud.storage import exists, parent
 from seqcls.errors import ConfigurationError
 from seqcls.run.checkpoint_io import AtomicCheckpointIO
 from seqcls.run.checkpoint_reuse import StateStamp, state_stamp
 
+log = logging.getLogger(__name__)
 LAST = "last"
 
 
-class BestCheckpoint(ModelCheckpoint):
+class RunCheckpoint(ModelCheckpoint):
+    """A checkpoint callback of the run directory, which finds its files where the run now is.
+
+    A checkpoint holds the paths of the best checkpoints as they were saved, absolute. After
+    the run directory is moved or copied, Lightning would export the old folder's file (or
+    fail where it is gone), and restore nothing else: the scores of earlier validations
+    would be lost. When the fit continues one of the run directory's own checkpoints
+    (``own_run``, set by ``run/command.py``), each file is taken by its name in this folder.
+    """
+
+    own_run = False
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("dirpath")
+        if self.own_run and self.dirpath and saved and saved != self.dirpath:
+            state_dict = _moved(state_dict, saved, str(self.dirpath))
+            if self.monitor is not None:  # said once, by the best checkpoint's callback
+                log.info(
+                    "This run was saved in %s; reading its checkpoints in %s", saved, self.dirpath
+                )
+        super().load_state_dict(state_dict)
+
+
+def _moved(state: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """A checkpoint callback's state with the files of folder ``old`` in folder ``new``."""
+
+    def here(path: Any) -> Any:
+        if isinstance(path, str) and path and parent(path) == old:
+            return os.path.join(new, posixpath.basename(path))
+        return path
+
+    moved = {key: here(value) if key.endswith("_path") else value for key, value in state.items()}
+    moved["best_k_models"] = {
+        here(path): score for path, score in state.get("best_k_models", {}).items()
+    }
+    moved["dirpath"] = new
+    return moved
+
+
+class BestCheckpoint(RunCheckpoint):
     """Lightning's ``ModelCheckpoint`` (``--checkpoint.*``), judging scores on the host.
 
     Lightning compares the monitored score with the best so far as device tensors. On XLA
@@ -42,7 +86,7 @@ class BestCheckpoint(ModelCheckpoint):
         }
 
 
-class LastCheckpoint(ModelCheckpoint):
+class LastCheckpoint(RunCheckpoint):
     """``checkpoints/last.ckpt``: the latest state of the run, which a restarted run resumes from.
 
     Overwritten after every validation (or epoch, without validation), and also every
@@ -179,6 +223,19 @@ class _ClockChecks:
 
     def _aligned(self, step: int) -> int:
         return -(-step // self.align) * self.align
+
+
+def resumes_from_last(trainer: pl.Trainer, exception: BaseException | None) -> bool:
+    """Whether the run can be continued from ``last.ckpt`` once it has stopped on ``exception``:
+    there is one, or one is saved now (``LastCheckpoint.on_exception``, which runs later and
+    saves nothing before the first step)."""
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, LastCheckpoint) and callback.dirpath:
+            saved_now = isinstance(exception, SIGTERMException) and trainer.global_step > 0
+            return saved_now or exists(
+                os.path.join(callback.dirpath, LAST + callback.FILE_EXTENSION)
+            )
+    return False
 
 
 def best_checkpoint(trainer: pl.Trainer) -> ModelCheckpoint | None:

@@ -33,16 +33,19 @@ from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.data.metric_names import direction
 from seqcls.hardware import Hardware
+from seqcls.model.metrics import logged_at_validation
 from seqcls.option_ranges import check_option_ranges
 from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_max_length,
+    check_monitor,
     check_monitor_directions,
     check_scores_trained_weights,
     check_strategy,
     check_trainer,
+    check_trains,
 )
 from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
@@ -51,13 +54,14 @@ from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
+from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
 from seqcls.run.outputs import METRICS_FILE, MetricsFile, validation_splits
 from seqcls.run.predictions import PredictionWriter
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
-from seqcls.run.resume import check_continues, start_point
+from seqcls.run.resume import check_continues, check_same_labels, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 from seqcls.run.xla_graphs import EndEvaluationGraphs
@@ -98,6 +102,7 @@ class RunCLI(LightningCLI):
     command_trainer_defaults: ClassVar[dict[str, Any]] = {}
     derives_training_length = False
     unset: Unset | None = None  # which length and validation flags the recipe decides
+    already_finished = False  # fit: the run it continues had finished (no_steps_left.py)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
@@ -139,6 +144,8 @@ class RunCLI(LightningCLI):
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
         check_option_ranges(config)
+        if self.subcommand == "fit":
+            check_trains(config.trainer)
         if "weights_only" in config and config.weights_only is None:
             config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
@@ -179,6 +186,11 @@ class RunCLI(LightningCLI):
             getattr(self.model, "label_layer_source", None),
             self._config().get("model.model_name_or_path"),
         )
+        if self.subcommand == "fit":
+            # Now that the data has named the labels, and before config.yaml is written.
+            hparams = getattr(self.model, "hparams", {})
+            check_same_labels(self.start, hparams.get("label_names"), hparams.get("problem_type"))
+            check_monitor(self._config().checkpoint.monitor, logged_at_validation(self.model))
         network = getattr(self.model, "model", None)
         if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):
             pairs = getattr(self.datamodule, "text_pair_column", None) is not None
@@ -210,6 +222,9 @@ class RunCLI(LightningCLI):
                 # The recipe sets the number at setup. Left unset, Lightning would warn that
                 # it trains 1,000 epochs, which no run does.
                 config["max_epochs"] = MAX_EPOCHS
+        if self.subcommand == "fit" and self.start.local is not None:
+            # Resumed at its last step, a fit still validates its final weights.
+            callbacks.append(ValidateWhenNothingLeft())
         if config["logger"] is not False:
             callbacks.append(LearningRateMonitor(logging_interval="step"))
         if in_vertex():
@@ -220,6 +235,8 @@ class RunCLI(LightningCLI):
         keys = self._parser(self.subcommand).callback_keys
         configured = [self._get(self.config_init, key) for key in keys]
         best = self._best_checkpoint()
+        # A run directory moved since its checkpoints were saved: they are read where it is now.
+        best.own_run = self.last_checkpoint.own_run = self.start.own
         if config.get("enable_checkpointing") is not False:
             callbacks += [best, self.last_checkpoint]
         if self.subcommand == "fit":
@@ -231,7 +248,7 @@ class RunCLI(LightningCLI):
         config["plugins"] = with_atomic_io(config.get("plugins"), keep=self.start.source)
         return self._instantiate_trainer(config, configured)
 
-    def _best_checkpoint(self) -> ModelCheckpoint:
+    def _best_checkpoint(self) -> BestCheckpoint:
         """The --checkpoint.* callback, monitoring what the data names unless told otherwise."""
         options = self._config().checkpoint.as_dict()
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
@@ -245,8 +262,23 @@ class RunCLI(LightningCLI):
     def before_fit(self) -> None:
         self._fit_started = time.monotonic()
 
+    def fit(self, **kwargs: Any) -> None:
+        """``Trainer.fit``, unless the run has finished: then it is left as it is."""
+        self.already_finished = already_finished(
+            self.start, self.layout, CONFIG_FILE, self._config().trainer
+        )
+        if not self.already_finished:
+            self.trainer.fit(**kwargs)
+        elif self.trainer.is_global_zero:
+            log.info(
+                "This run has finished (step %d): nothing left to train, its outputs are left "
+                "as they are; raise --trainer.max_epochs or --trainer.max_steps to train on, or "
+                "give a new --trainer.default_root_dir to start afresh",
+                self.start.step,
+            )
+
     def after_fit(self) -> None:
-        if not self.trainer.is_global_zero:
+        if not self.trainer.is_global_zero or self.already_finished:
             return
         run_dir = self.trainer.default_root_dir
         metrics = read_text(os.path.join(run_dir, METRICS_FILE))
@@ -297,6 +329,9 @@ class RunCLI(LightningCLI):
         self.parser_class = OneLineErrorParser  # parse errors as one line (see config_checks)
         # The top of --help (a subcommand's parser gets its own description from Lightning).
         kwargs.setdefault("description", self.description)
+        # Usage lines read "seqcls mlm fit ...", not the name of the script that started us
+        # (argparse's default, which for seqcls mlm lacks the mlm).
+        kwargs.setdefault("prog", self.command)
         return super().init_parser(**kwargs)
 
 

@@ -119,6 +119,17 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
         )
 
 
+def check_trains(trainer: Namespace) -> None:
+    """A fit of 0 epochs or 0 steps trains nothing, then exports the untrained model as a
+    finished run (-1 is Lightning's "no limit", and a length left unset is the recipe's)."""
+    for flag in ("max_epochs", "max_steps"):
+        if trainer.get(flag) == 0:
+            raise ConfigurationError(
+                f"--trainer.{flag} 0: the fit would train nothing and export the untrained "
+                f"model; give --trainer.{flag} 1 or more"
+            )
+
+
 def check_strategy(strategy: Any, run_dir: str) -> None:
     """DeepSpeed must be installed (else Lightning's message comes as a parser traceback),
     and writes its checkpoint folders with plain file calls, from every process."""
@@ -204,3 +215,25 @@ def check_monitor_directions(callbacks: Iterable[Any]) -> None:
             f"{harm}; add --trainer.callbacks.mode {wanted}, or use {instead}, "
             "whose direction follows the metric"
         )
+
+
+def check_logged(flag: str, metric: str | None, logged: Iterable[str]) -> None:
+    """Refuse a metric to monitor that no validation logs (``logged``; none known: nothing to
+    check). Lightning finds it out at the first validation, as a traceback after training."""
+    names = sorted(logged)
+    if metric and names and metric not in names:
+        raise not_logged(flag, metric, names)
+
+
+def check_monitor(monitor: str | None, logged: Iterable[str]) -> None:
+    """``check_logged`` for ``--checkpoint.monitor``, which may also watch what is logged
+    outside validation: Lightning's ``epoch`` and ``step``, the training loss, the rate."""
+    if monitor in ("epoch", "step") or str(monitor).startswith(("train/", "lr-")):
+        return
+    check_logged("--checkpoint.monitor", monitor, logged)
+
+
+def not_logged(flag: str, metric: str, logged: Iterable[str]) -> ConfigurationError:
+    return ConfigurationError(
+        f"{flag} {metric}: not logged at validation; choose one of {', '.join(sorted(logged))}"
+    )

@@ -9,7 +9,8 @@ and the best checkpoint, which ``model/`` is exported from, misses the last step
 fit loop, where Lightning validates a batch at which ``trainer.should_stop`` is set. The best
 checkpoint, ``last.ckpt``, TensorBoard and ``metrics.json`` all see it as any other validation,
 so the final weights compete for best like the others. At a batch the schedule validates
-anyway (the end of the last epoch, usually) the loop still validates once, not twice.
+anyway (the end of the last epoch, usually) the loop still validates once, not twice. A fit
+resumed at its last step trains no batch at all: ``no_steps_left`` validates it instead.
 """
 
 import pytorch_lightning as pl

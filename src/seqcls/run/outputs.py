@@ -13,7 +13,8 @@ from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from seqcls.cloud.storage import read_text, write_text
-from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.checkpoints import best_checkpoint, resumes_from_last
+from seqcls.run.evaluations import evaluation_of
 from seqcls.run.signals import stop_signal
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,12 @@ def group_by_split(metrics: dict[str, float]) -> dict[str, dict[str, float]]:
     return grouped
 
 
+def read_metrics(run_dir: str) -> dict[str, Any]:
+    """``run_dir/metrics.json`` as written so far ({} where there is none yet)."""
+    text = read_text(os.path.join(run_dir, METRICS_FILE))
+    return json.loads(text) if text is not None else {}
+
+
 def update_metrics_file(
     run_dir: str, results: dict[str, Any], replaces: tuple[str, ...] = ()
 ) -> str:
@@ -55,8 +62,7 @@ def update_metrics_file(
     did not measure this time must not survive from an earlier run.
     """
     path = os.path.join(run_dir, METRICS_FILE)
-    existing = read_text(path)
-    merged = json.loads(existing) if existing is not None else {}
+    merged = read_metrics(run_dir)
     merged = {key: value for key, value in merged.items() if not key.startswith(replaces)}
     merged.update(results)
     write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
@@ -82,7 +88,8 @@ def ended_by(exception: BaseException | None) -> str:
 class MetricsFile(pl.Callback):
     """Write final metrics per split to ``RUN/metrics.json``, however the command ends.
 
-    ``validate`` and ``test`` record what they measured. ``fit`` writes, when it finishes,
+    ``validate`` and ``test`` record what they measured (in a fit's run directory, beside the
+    fit's results: ``run/evaluations.py``). ``fit`` writes, when it finishes,
     or stops on a signal or an error once training has started:
 
     - ``validation``: the metrics of the weights exported to ``RUN/model``, which are those
@@ -109,6 +116,11 @@ class MetricsFile(pl.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict["history"])
 
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # A fit that continues a run writes how it ends, even with no step left to train:
+        # the file would otherwise still say how the run it continues ended ("finished").
+        self.training = trainer.ckpt_path is not None
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.training = True
 
@@ -121,10 +133,11 @@ class MetricsFile(pl.Callback):
                 {"epoch": trainer.current_epoch, "step": trainer.global_step, **metrics}
             )
         else:
-            self._write(trainer, group_by_split(metrics))
+            self._write_evaluated(trainer, pl_module, group_by_split(metrics))
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._write(trainer, group_by_split(_floats(trainer.callback_metrics, ("test/",))))
+        splits = group_by_split(_floats(trainer.callback_metrics, ("test/",)))
+        self._write_evaluated(trainer, pl_module, splits)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._write(trainer, self.fit_results(trainer, None), replaces=_FIT_KEYS)
@@ -151,9 +164,10 @@ class MetricsFile(pl.Callback):
             "validated": finished and validated,
         }
         if not finished:
-            fit["note"] = (
-                "model/ is written when fit finishes; run the same command again to resume "
-                "from checkpoints/last.ckpt"
+            fit["note"] = "model/ is written when fit finishes; " + (
+                "run the same command again to resume from checkpoints/last.ckpt"
+                if resumes_from_last(trainer, exception)
+                else "no checkpoint was saved, so the same command again starts the run over"
             )
         elif not trainer.enable_validation:
             fit["note"] = (
@@ -176,6 +190,15 @@ class MetricsFile(pl.Callback):
         # max() and min() return the first of equal entries: ModelCheckpoint keeps the first best.
         pick = max if checkpoint.mode == "max" else min
         return pick(scored, key=lambda entry: entry[str(checkpoint.monitor)])
+
+    @rank_zero_only
+    def _write_evaluated(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, splits: dict[str, Any]
+    ) -> None:
+        """``validate`` and ``test``: beside a fit's results, not over them (run/evaluations.py)."""
+        existing = read_metrics(trainer.default_root_dir)
+        evaluation = evaluation_of(trainer, pl_module, existing)
+        self._write(trainer, evaluation.recorded(existing, splits) if evaluation else splits)
 
     @rank_zero_only
     def _write(

@@ -10,8 +10,9 @@ majority class's accuracy on the same rows and the largest share of rows given o
   to ``model/``. At the end it fits the calibration on them (``--model.calibrate``), which the
   export saves with the model, writes ``report/validation/`` and adds the temperature and the
   calibrated ECE to ``metrics.json``, and warns where the run failed (``failed_run.py``).
-- ``validate`` and ``test`` write the report of what they measured into their run directory,
-  and (like ``predict``) apply the calibration saved with the model they evaluate.
+- ``validate`` and ``test`` write the report of what they measured into their run directory
+  (in a fit's, into a folder of their own: ``run/evaluations.py``), and (like ``predict``)
+  apply the calibration saved with the model they evaluate.
 """
 
 import json
@@ -39,8 +40,9 @@ from seqcls.model.calibration import (
 )
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.evaluations import evaluation_of
 from seqcls.run.failed_run import against_majority
-from seqcls.run.outputs import METRICS_FILE, split_name
+from seqcls.run.outputs import METRICS_FILE, read_metrics, split_name
 from seqcls.run.predictions import gather_in_input_order
 from seqcls.run.report_files import Rows, Texts, write_report
 from seqcls.run.report_pictures import figure_pixels
@@ -124,6 +126,8 @@ class EvaluationReport(pl.Callback):
             )
             # Exported with the model by ExportBestModel, which runs next.
             pl_module.calibration = self._fitted.calibration
+            if self._fitted.note and trainer.is_global_zero:
+                log.info(self._fitted.note)
         if pl_module.labels.problem_type == "single_label_classification":
             measured = against_majority(pl_module.labels, first.logits, first.targets)
             if measured.failed and trainer.is_global_zero:
@@ -185,9 +189,15 @@ class EvaluationReport(pl.Callback):
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, pl_module: Any, rows_by_prefix: dict[str, Rows]) -> None:
+        # validate and test in a fit's run directory: a folder of their own (run/evaluations.py)
+        metrics = read_metrics(trainer.default_root_dir)
+        evaluation = evaluation_of(trainer, pl_module, metrics, self.checkpoint)
+        within = [evaluation.name] if evaluation else []
+        report_dir = os.path.join(trainer.default_root_dir, REPORT_DIR, *within)
+        tag = f"{evaluation.name}/" if evaluation else ""
         for position, (prefix, rows) in enumerate(rows_by_prefix.items()):
             split = split_name(prefix)
-            folder = os.path.join(trainer.default_root_dir, REPORT_DIR, split)
+            folder = os.path.join(report_dir, split)
             texts = _texts(trainer, "test" if prefix == "test" else "validation", position)
             with tempfile.TemporaryDirectory(prefix="seqcls-report-") as scratch:
                 local = Path(scratch) if is_remote(folder) else Path(folder)
@@ -205,7 +215,7 @@ class EvaluationReport(pl.Callback):
                 for name, figure in figures.items():
                     pixels = figure_pixels(figure)
                     trainer.logger.experiment.add_image(
-                        f"{split}/{name}", pixels, trainer.global_step, dataformats="HWC"
+                        f"{tag}{split}/{name}", pixels, trainer.global_step, dataformats="HWC"
                     )
             log.info(
                 "Wrote the evaluation report of %d %s rows to %s", len(rows.index), split, folder

@@ -9,7 +9,9 @@ and skipped for the next newest. ``--ckpt_path last`` means the same; any other
 """
 
 import logging
+import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote
+from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote, parent
 from seqcls.errors import ConfigurationError
 from seqcls.run.checkpoints import LAST
 from seqcls.run.zero_checkpoints import is_zero_checkpoint, zero_checkpoint_problem
@@ -35,6 +37,11 @@ class StartPoint:
     # As saved, for a checkpoint found in the run directory.
     epoch: int | None = None
     model: str | None = None
+    step: int | None = None
+    labels: tuple[str, ...] | None = None
+    problem_type: str | None = None
+    # Whether it is one of this run directory's own checkpoints, which then continues the run.
+    own: bool = False
 
 
 def check_continues(start: StartPoint, max_epochs: int | None, model: str | None) -> None:
@@ -58,8 +65,31 @@ def check_continues(start: StartPoint, max_epochs: int | None, model: str | None
         )
 
 
+def check_same_labels(
+    start: StartPoint, labels: Sequence[str] | None, problem_type: str | None
+) -> None:
+    """Fail when the run directory's checkpoint was trained for other labels than this data's.
+
+    Continuing it would fail on the label layer's size after loading everything, or, with
+    as many labels under other names, silently train its label layer on for the new names.
+    """
+    if start.labels is None or labels is None:
+        return
+    if (list(start.labels), start.problem_type) == (list(labels), problem_type):
+        return
+    raise ConfigurationError(
+        f"this run directory holds a run with labels {list(start.labels)} "
+        f"({start.problem_type}, {start.source}), not this data's {list(labels)} "
+        f"({problem_type}); give a new --trainer.default_root_dir to start afresh, or the "
+        "same data to resume it"
+    )
+
+
 # --ckpt_path values Lightning resolves itself ("registry:..." too); "last" is resolved here.
-LIGHTNINGS_OWN = ("best", "hpc")
+LIGHTNINGS_OWN = ("hpc",)
+# Lightning knows a best checkpoint only inside the fit that saved it; every seqcls command
+# is a new process.
+BEST = "best"
 
 
 def start_point(
@@ -75,15 +105,39 @@ def start_point(
     if ckpt_path == LAST or (ckpt_path is None and automatic):
         how = "--ckpt_path last" if ckpt_path == LAST else "This run directory has checkpoints"
         return _newest_complete(checkpoints_dir, downloads, how)
+    if ckpt_path == BEST:
+        raise ConfigurationError(
+            "--ckpt_path best: there is no best checkpoint outside the fit that saved it; give "
+            "the checkpoint file, such as RUN/checkpoints/best-epochE-stepS.ckpt"
+        )
     if ckpt_path is None or ckpt_path in LIGHTNINGS_OWN or ckpt_path.startswith("registry"):
         return StartPoint(ckpt_path, ckpt_path)
-    # Checked here, locally too: Lightning's own FileNotFoundError comes after the model and
-    # data have loaded, as a traceback.
+    # Checked here, locally too: Lightning's own errors come after the model and data have
+    # loaded, as a traceback.
     if not exists(ckpt_path):
         raise ConfigurationError(f"--ckpt_path: file not found: {ckpt_path}")
+    own = _same_folder(parent(ckpt_path), checkpoints_dir)
     if not is_remote(ckpt_path):
-        return StartPoint(ckpt_path, ckpt_path)
-    return StartPoint(ckpt_path, _local_copy(ckpt_path, downloads))
+        _check_is_a_checkpoint(ckpt_path)
+        return StartPoint(ckpt_path, ckpt_path, own=own)
+    return StartPoint(ckpt_path, _local_copy(ckpt_path, downloads), own=own)
+
+
+def _check_is_a_checkpoint(path: str) -> None:
+    """Fail on a local folder that is not a DeepSpeed checkpoint (such as an exported model)."""
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "latest")):
+        return
+    raise ConfigurationError(
+        f"--ckpt_path {path}: a folder, not a checkpoint; --ckpt_path takes a .ckpt file (such "
+        f"as RUN/checkpoints/last.ckpt), and an exported model is given as "
+        f"--model.model_name_or_path {path}"
+    )
+
+
+def _same_folder(a: str, b: str) -> bool:
+    if is_remote(a) or is_remote(b):
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPoint:
@@ -100,8 +154,18 @@ def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPo
             state.get("epoch"),
             state.get("global_step"),
         )
-        model = state.get("hyper_parameters", {}).get("model_name_or_path")
-        return StartPoint(source, local, int(state["epoch"]), model)
+        saved = state.get("hyper_parameters", {})
+        labels = saved.get("label_names")
+        return StartPoint(
+            source,
+            local,
+            int(state["epoch"]),
+            saved.get("model_name_or_path"),
+            step=int(state.get("global_step", 0)),
+            labels=tuple(labels) if labels else None,
+            problem_type=saved.get("problem_type"),
+            own=True,
+        )
     log.info("No checkpoint in %s yet, so training starts from scratch", checkpoints_dir)
     return StartPoint()
 

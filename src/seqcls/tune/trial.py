@@ -15,9 +15,10 @@ import pytorch_lightning as pl
 
 from seqcls.classifier_cli import SeqclsCLI
 from seqcls.data.classification import TextClassificationDataModule
-from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
+from seqcls.model.metrics import logged_at_validation
 from seqcls.run.command import run_cli
+from seqcls.run.config_checks import check_logged, not_logged
 
 
 @dataclass
@@ -80,7 +81,7 @@ class TrialReporter(pl.Callback):
         value = trainer.callback_metrics.get(self.metric)
         if value is None and self.trial is not None:
             logged = sorted(n for n in trainer.callback_metrics if n.startswith("val"))
-            raise _not_logged(self.metric, logged)
+            raise not_logged("--tune.metric", self.metric, logged)
         stop = False
         if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
             self._note(trainer.global_step, float(value))
@@ -99,25 +100,9 @@ class TrialReporter(pl.Callback):
             self.outcome.best = value
 
 
-def validation_metric_names(model: pl.LightningModule) -> list[str]:
-    """What the classifier logs at each validation: every validation set's metrics and loss."""
-    names: list[str] = []
-    for metrics in getattr(model, "val_metrics", None) or []:
-        names += [f"{metrics.prefix or ''}loss", *metrics.keys(keep_base=False)]
-    return sorted(names)
-
-
 def check_metric(metric: str, model: pl.LightningModule) -> None:
     """Refuse ``--tune.metric`` when ``model`` will not log it at validation."""
-    logged = validation_metric_names(model)
-    if logged and metric not in logged:
-        raise _not_logged(metric, logged)
-
-
-def _not_logged(metric: str, logged: list[str]) -> ConfigurationError:
-    return ConfigurationError(
-        f"--tune.metric {metric}: not logged at validation; choose one of {', '.join(logged)}"
-    )
+    check_logged("--tune.metric", metric, logged_at_validation(model))
 
 
 class TrialCLI(SeqclsCLI):

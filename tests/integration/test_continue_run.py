@@ -1,0 +1,224 @@
+"""Running ``seqcls fit`` again in a run directory: the real CLI on CPU with a tiny model.
+
+The same command continues the run from its newest checkpoint; a run directory of another
+run, a run that has finished, one stopped after its last step and one moved elsewhere each
+get their own answer. 64 examples, batch 16: 4 steps per epoch.
+"""
+
+import csv
+import json
+import logging
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+STEPS_PER_EPOCH = 4
+SIGTERM_AT_3 = json.dumps([{"class_path": "resume_probe.SigtermAt", "init_args": {"step": 3}}])
+
+
+class FailAtValidationEnd(pl.Callback):
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        raise RuntimeError("disk full")
+
+
+def fit(run: Path, model: Path, *extra: str, data: Path = SAMPLE) -> None:
+    main([
+        "fit",
+        "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", str(model),
+        "--data.train_file", str(data / "train.csv"),
+        "--data.validation_file", str(data / "validation.csv"),
+        "--data.max_train_samples", "64",
+        "--data.cache_dir", str(run.parent / "cache"),
+        "--trainer.default_root_dir", str(run),
+        "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+        *extra,
+    ])  # fmt: skip
+
+
+def metrics(run: Path) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads((run / "metrics.json").read_text())
+    return result
+
+
+def snapshot(run: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the run directory, with its size and modification time."""
+    return {
+        str(path.relative_to(run)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in sorted(run.rglob("*"))
+        if path.is_file()
+    }
+
+
+def relabelled(folder: Path, rename: dict[str, str]) -> Path:
+    """The sample data with labels renamed (to None: rows dropped), in ``folder``."""
+    folder.mkdir()
+    for name in ["train.csv", "validation.csv"]:
+        with (SAMPLE / name).open() as source:
+            rows = list(csv.DictReader(source))
+        kept = [{**row, "label": rename.get(row["label"], row["label"])} for row in rows]
+        with (folder / name).open("w", newline="") as target:
+            writer = csv.DictWriter(target, fieldnames=["text", "label"])
+            writer.writeheader()
+            writer.writerows(row for row in kept if row["label"] is not None)
+    return folder
+
+
+def last_line(capsys: pytest.CaptureFixture[str]) -> str:
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    return error.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("rename", "labels"),
+    [
+        ({"technical": None}, "['account', 'billing', 'shipping']"),  # fewer labels
+        ({"technical": "returns"}, "['account', 'billing', 'returns', 'shipping']"),  # others
+    ],
+)
+def test_a_run_directory_of_other_labels_is_refused_before_anything_is_written(
+    tmp_path: Path,
+    tiny_bert: Path,
+    capsys: pytest.CaptureFixture[str],
+    rename: dict[str, str],
+    labels: str,
+) -> None:
+    run = tmp_path / "run"
+    fit(run, tiny_bert, "--trainer.max_steps", "2")
+    before = snapshot(run)
+    with pytest.raises(SystemExit) as done:
+        fit(run, tiny_bert, "--trainer.max_steps", "4", data=relabelled(tmp_path / "data", rename))
+    assert done.value.code == 2
+    line = last_line(capsys)
+    assert line.startswith(
+        "seqcls: error: this run directory holds a run with labels "
+        "['account', 'billing', 'shipping', 'technical'] (single_label_classification, "
+    )
+    assert line.endswith(
+        f"not this data's {labels} (single_label_classification); give a new "
+        "--trainer.default_root_dir to start afresh, or the same data to resume it"
+    )
+    assert snapshot(run) == before  # config.yaml included
+
+
+def test_a_stop_after_the_last_step_is_validated_calibrated_and_exported_on_resume(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # SIGTERM after step 3 of 3: last.ckpt holds step 3, its validation was cut short.
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        fit(run, tiny_bert, "--trainer.max_steps", "3", "--trainer.callbacks", SIGTERM_AT_3)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 3
+    assert metrics(run)["fit"]["status"] == "stopped by SIGTERM"
+    assert not (run / "model").exists()
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        fit(run, tiny_bert, "--trainer.max_steps", "3")
+    result = metrics(run)
+    assert result["fit"] == {
+        "status": "finished", "steps": 3, "exported": "best checkpoint", "validated": True,
+    }  # fmt: skip
+    assert result["best"]["step"] == 3
+    assert {"temperature", "ece_calibrated"} <= set(result["validation"])
+    assert "seqcls_calibration" in json.loads((run / "model/config.json").read_text())
+    assert (run / "report/validation").is_dir()
+    assert "Not validated" not in caplog.text
+    # The weights validated are the final ones, as an unstopped run validates them.
+    fit(tmp_path / "unstopped", tiny_bert, "--trainer.max_steps", "3")
+    for name in ["accuracy", "loss", "temperature"]:
+        expected = metrics(tmp_path / "unstopped")["validation"][name]
+        assert result["validation"][name] == pytest.approx(expected, abs=1e-6), name
+
+
+def test_a_finished_run_is_left_as_it_is(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    fit(run, tiny_bert, "--trainer.max_steps", "3")
+    before = snapshot(run)
+    assert "temperature" in metrics(run)["validation"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        fit(run, tiny_bert, "--trainer.max_steps", "3")  # returns: exit status 0
+    assert snapshot(run) == before
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("seqcls.run.command")]
+    assert len(said) == 1
+    assert said[0].startswith("This run has finished (step 3): nothing left to train")
+    assert "Wrote" not in caplog.text
+    assert "Exported" not in caplog.text
+    # More steps asked for: the run trains on.
+    fit(run, tiny_bert, "--trainer.max_steps", "5")
+    assert metrics(run)["fit"]["steps"] == 5
+
+
+@pytest.mark.parametrize("old_kept", [True, False], ids=["copied", "moved"])
+def test_a_moved_run_directory_continues_from_its_own_files(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture, old_kept: bool
+) -> None:
+    # The first validation (step 4) stays the best: the export reads that older checkpoint.
+    first_is_best = "--checkpoint.monitor", "step", "--checkpoint.mode", "min"
+    old, new = tmp_path / "old", tmp_path / "new"
+    fit(old, tiny_bert, *first_is_best, "--trainer.max_epochs", "1")
+    (shutil.copytree if old_kept else shutil.move)(old, new)
+    left = snapshot(old) if old_kept else {}
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        fit(new, tiny_bert, *first_is_best, "--trainer.max_epochs", "2")
+    best = new / "checkpoints/best-epoch0-step4.ckpt"
+    assert f"Exported {best} to {new / 'model'}" in caplog.text
+    assert metrics(new)["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
+    assert metrics(new)["fit"]["steps"] == 2 * STEPS_PER_EPOCH
+    assert (snapshot(old) if old_kept else {}) == left  # the old directory is not touched
+
+
+def test_a_continuation_that_fails_says_so_in_metrics_json(tmp_path: Path, tiny_bert: Path) -> None:
+    run = tmp_path / "run"
+    fit(run, tiny_bert, "--trainer.max_steps", "3")
+    assert metrics(run)["fit"]["status"] == "finished"
+    shutil.rmtree(run / "model")  # not finished any more: the rerun validates and exports
+    fails = "--trainer.callbacks+=test_continue_run.FailAtValidationEnd"
+    with pytest.raises(RuntimeError, match="disk full"):
+        fit(run, tiny_bert, "--trainer.max_steps", "3", fails)
+    assert metrics(run)["fit"]["status"] == "failed: RuntimeError: disk full"
+    assert metrics(run)["fit"]["exported"] is None
+
+
+def test_ckpt_path_names_a_checkpoint_file(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported = tmp_path / "run/model"
+    exported.mkdir(parents=True)
+    (exported / "config.json").write_text("{}")
+    predict = [
+        "predict", "--model.model_name_or_path", str(tiny_bert),
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.predict_file", str(SAMPLE / "predict.csv"),
+        "--trainer.default_root_dir", str(tmp_path / "predictions"),
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        main([*predict, "--ckpt_path", str(exported)])
+    assert done.value.code == 2
+    assert last_line(capsys) == (
+        f"seqcls: error: --ckpt_path {exported}: a folder, not a checkpoint; --ckpt_path takes "
+        "a .ckpt file (such as RUN/checkpoints/last.ckpt), and an exported model is given as "
+        f"--model.model_name_or_path {exported}"
+    )
+    with pytest.raises(SystemExit) as done:
+        main([*predict, "--ckpt_path", "best"])
+    assert done.value.code == 2
+    assert last_line(capsys) == (
+        "seqcls: error: --ckpt_path best: there is no best checkpoint outside the fit that "
+        "saved it; give the checkpoint file, such as RUN/checkpoints/best-epochE-stepS.ckpt"
+    )
