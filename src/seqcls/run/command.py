@@ -50,12 +50,13 @@ from seqcls.run.config_checks import (
 from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
+from seqcls.run.fit_end import announce_fit_end
 from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
-from seqcls.run.outputs import METRICS_FILE, MetricsFile, validation_splits
+from seqcls.run.outputs import METRICS_FILE, MetricsFile
 from seqcls.run.predictions import PredictionWriter
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
@@ -285,27 +286,7 @@ class RunCLI(LightningCLI):
         results = json.loads(metrics) if metrics is not None else {}
         if exists(self.layout.model):
             self._write_model_card(results)
-        if metrics is not None:
-            fit = results.get("fit", {})
-            if fit.get("validated"):
-                shown = "; ".join(
-                    f"{split}: "
-                    + ", ".join(f"{name}={value:.4f}" for name, value in sorted(values.items()))
-                    for split, values in validation_splits(results).items()
-                )
-                step = results["best"]["step"]
-                log.info(
-                    "Validation metrics of model/ (%s, step %d): %s", fit["exported"], step, shown
-                )
-            elif "note" in fit:
-                log.info("Not validated: %s", fit["note"])
-        # Only what is there: a file the run did not write is not announced.
-        written = [
-            name
-            for name in ["model/", "checkpoints/", "logs/", METRICS_FILE, CONFIG_FILE]
-            if exists(os.path.join(run_dir, name.rstrip("/")))
-        ]
-        log.info("Run directory: %s (%s)", run_dir, ", ".join(written))
+        announce_fit_end(run_dir, results if metrics is not None else None, CONFIG_FILE)
 
     def _write_model_card(self, metrics: dict[str, Any]) -> None:
         config_yaml = read_text(os.path.join(self.trainer.default_root_dir, CONFIG_FILE))
