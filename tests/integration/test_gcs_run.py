@@ -201,6 +201,23 @@ def test_validate_with_a_run_directory_in_the_bucket(
     assert metrics["accuracy"] == pytest.approx(last["accuracy"].value, abs=1e-6)
 
 
+def test_validate_in_the_fits_own_bucket_directory_files_its_results_under_evaluations(
+    gcs: fsspec.AbstractFileSystem, resumed: dict[str, str]
+) -> None:
+    """The run directory's own config: results beside the fit's, naming the checkpoint as the
+    user did (in the bucket), not the local copy Lightning loaded."""
+    seqcls(
+        "validate", "--config", f"{RUN}/config.yaml", "--ckpt_path", f"{RUN}/checkpoints/last.ckpt"
+    )
+    gcs.invalidate_cache()
+    metrics = json.loads(gcs.cat_file(f"{BUCKET}/run/metrics.json"))
+    assert metrics["fit"]["status"] == "finished"  # the fit's own results are kept
+    entry = metrics["evaluations"]["validate-last"]
+    assert entry["weights"] == "checkpoints/last.ckpt"
+    assert set(entry["validation"]) >= {"loss", "accuracy"}
+    assert gcs.exists(f"{BUCKET}/run/report/validate-last/validation")
+
+
 def test_the_exported_model_loads_after_download(
     gcs: fsspec.AbstractFileSystem, resumed: dict[str, str], tmp_path: Path
 ) -> None:

@@ -209,7 +209,7 @@ class RunCLI(LightningCLI):
             # Before the export, which saves the calibration it fits.
             EvaluationReport(self.layout.model, self.start.source),
             ExportBestModel(self.layout.model),
-            MetricsFile(),
+            MetricsFile(self.start.source),
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),

@@ -106,7 +106,8 @@ class MetricsFile(pl.Callback):
     metrics of a best checkpoint saved before the restart.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint: str | None = None) -> None:
+        self.checkpoint = checkpoint  # as the user named it: Lightning loads gs:// from a copy
         self.history: list[dict[str, float]] = []
         self.training = False  # set once training starts: setup errors leave nothing behind
 
@@ -197,7 +198,7 @@ class MetricsFile(pl.Callback):
     ) -> None:
         """``validate`` and ``test``: beside a fit's results, not over them (run/evaluations.py)."""
         existing = read_metrics(trainer.default_root_dir)
-        evaluation = evaluation_of(trainer, pl_module, existing)
+        evaluation = evaluation_of(trainer, pl_module, existing, self.checkpoint)
         self._write(trainer, evaluation.recorded(existing, splits) if evaluation else splits)
 
     @rank_zero_only
