@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -192,3 +194,42 @@ def test_a_malformed_file_says_what_the_parser_found(
         read_table(str(path), flag="--data.train_file")
     builder = "json" if name.endswith(".jsonl") else "csv"
     assert str(error.value) == f"--data.train_file: cannot read {path} as {builder}: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        ("nothing.jsonl", b"null\n", 1),
+        ("first.jsonl", b'\n\nnull\n{"text": "ok", "label": "a"}\n', 3),
+        ("array.json", b'[null, {"text": "ok", "label": "a"}]\n', 1),
+        ("bom.jsonl", b"\xef\xbb\xbfnull\n", 1),
+    ],
+)
+def test_a_json_file_starting_with_null_is_refused_before_the_reader_crashes(
+    tmp_path: Path, name: str, content: bytes, line: int
+) -> None:
+    # In a child process: pyarrow's JSON reader ends the process on such a file, which here
+    # would end the test session rather than fail this test.
+    path = tmp_path / name
+    path.write_bytes(content)
+    script = (
+        "from seqcls.data.tables import read_table\n"
+        "from seqcls.errors import ConfigurationError\n"
+        "try:\n"
+        f"    read_table({str(path)!r}, flag='--data.train_file')\n"
+        "except ConfigurationError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-500:]}"
+    assert done.stdout.strip() == (
+        f"--data.train_file: {path}, line {line}: the first example is null; each example is "
+        'an object such as {"text": "...", "label": "..."}: remove the null or fill it in'
+    )
+
+
+def test_a_null_after_the_first_example_is_a_row_with_nothing_in_it(tmp_path: Path) -> None:
+    path = tmp_path / "later.jsonl"
+    path.write_bytes(b'{"text": "ok", "label": "a"}\nnull\n')
+    table = read_table(str(path), flag="--data.train_file")
+    assert table["text"][:] == ["ok", None]

@@ -65,6 +65,8 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     # message about schemas (CSV, text).
     if _is_blank(local):
         raise empty
+    if builder == "json":
+        _require_object_first(local, flag=flag, path=path)
     try:
         table = datasets.load_dataset(builder, data_files=data_files, split="train", **options)
     except (ValueError, datasets.exceptions.DatasetGenerationError) as error:
@@ -159,6 +161,22 @@ def _is_blank(local: str) -> bool:
             if chunk.strip().removeprefix(codecs.BOM_UTF8).strip():
                 return False
     return True
+
+
+def _require_object_first(local: str, *, flag: str, path: str) -> None:
+    """Fail on a JSON file whose first example is ``null``: pyarrow's JSON reader crashes the
+    process on it (a segmentation fault, no message), where a ``null`` after an object is
+    read as a row with every column missing, which the label checks name."""
+    with open(local, "rb") as stream:
+        head = stream.read(_CHUNK)
+    text = head.lstrip().removeprefix(codecs.BOM_UTF8).lstrip()
+    text = text.removeprefix(b"[").lstrip()  # a JSON array of examples
+    if text.startswith(b"null"):
+        line = 1 + head[: len(head) - len(text)].count(b"\n")
+        raise ConfigurationError(
+            f"{flag}: {path}, line {line}: the first example is null; each example is an "
+            'object such as {"text": "...", "label": "..."}: remove the null or fill it in'
+        )
 
 
 def _builder_for(path: str, *, flag: str) -> tuple[str, dict[str, object]]:
