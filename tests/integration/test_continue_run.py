@@ -112,6 +112,52 @@ def test_a_run_directory_of_other_labels_is_refused_before_anything_is_written(
     assert snapshot(run) == before  # config.yaml included
 
 
+def test_another_runs_checkpoint_of_other_labels_is_refused_in_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other"
+    fit(other, tiny_bert, "--trainer.max_steps", "2")
+    given = str(other / "checkpoints/last.ckpt")
+    data = relabelled(tmp_path / "data", {"technical": None})
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        fit(run, tiny_bert, "--trainer.max_steps", "4", "--ckpt_path", given, data=data)
+    assert done.value.code == 2
+    expected = (
+        f"seqcls: error: --ckpt_path {given}: trained for labels "
+        "['account', 'billing', 'shipping', 'technical'] (single_label_classification), not "
+        "this command's ['account', 'billing', 'shipping'] (single_label_classification); "
+    )
+    assert last_line(capsys).startswith(expected)
+    assert not run.exists()
+    with pytest.raises(SystemExit) as done:  # validate with the new data's labels
+        main([
+            "validate", "--model.model_name_or_path", str(tiny_bert),
+            "--data.train_file", str(data / "train.csv"),
+            "--data.validation_file", str(data / "validation.csv"),
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.default_root_dir", str(tmp_path / "validate"), "--ckpt_path", given,
+        ])  # fmt: skip
+    assert done.value.code == 2
+    assert last_line(capsys).startswith(expected)
+
+
+def test_a_ckpt_path_that_is_not_a_checkpoint_is_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Lightning reads a local --ckpt_path's hyper-parameters before seqcls's checks run.
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(SystemExit) as done:
+        main(["validate", "--config", str(REPO / "configs/local.yaml"),
+              "--model.model_name_or_path", str(tiny_bert), "--ckpt_path", str(junk)])  # fmt: skip
+    assert done.value.code == 2
+    assert last_line(capsys) == (
+        f"seqcls: error: --ckpt_path {junk}: it does not load (not a torch checkpoint archive, "
+        "or cut short); give a .ckpt file that seqcls saved"
+    )
+
+
 def test_a_stop_after_the_last_step_is_validated_calibrated_and_exported_on_resume(
     tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

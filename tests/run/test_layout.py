@@ -4,6 +4,7 @@ import logging
 from pathlib import Path
 
 import pytest
+import torch
 
 from seqcls.cloud.vertex import VertexOutputDirs, vertex_output_dirs
 from seqcls.errors import ConfigurationError
@@ -81,7 +82,7 @@ def test_an_explicit_run_directory_wins_over_aip(caplog: pytest.LogCaptureFixtur
 def test_other_checkpoint_paths_pass_through(tmp_path: Path) -> None:
     local = tmp_path / "some" / "local.ckpt"
     local.parent.mkdir()
-    local.write_bytes(b"")
+    torch.save({"state_dict": {}}, local)  # weights only: enough to validate, test, predict
     for given in [None, "hpc", "registry:org/model", str(local)]:
         start = start_point(given, str(tmp_path), tmp_path, automatic=False)
         assert start == StartPoint(given, given)

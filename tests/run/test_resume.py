@@ -188,10 +188,12 @@ def test_a_run_directory_of_other_labels_is_not_resumed(tmp_path: Path) -> None:
     torch.save({**STATE, "hyper_parameters": hyper_parameters}, tmp_path / "last.ckpt")
     start = start_point(None, str(tmp_path), tmp_path, automatic=True)
     assert start.labels == ("neg", "pos")
-    check_same_labels(start, ["neg", "pos"], "single_label_classification")
-    check_same_labels(StartPoint(), ["a"], "regression")  # a fresh run: nothing to compare
+    check_same_labels(start, ["neg", "pos"], "single_label_classification", resuming=True)
+    check_same_labels(
+        StartPoint(), ["a"], "regression", resuming=True
+    )  # a fresh run: nothing to compare
     with pytest.raises(ConfigurationError) as error:
-        check_same_labels(start, ["bad", "good"], "single_label_classification")
+        check_same_labels(start, ["bad", "good"], "single_label_classification", resuming=True)
     assert str(error.value) == (
         "this run directory holds a run with labels ['neg', 'pos'] (single_label_classification, "
         f"{tmp_path / 'last.ckpt'}), not this data's ['bad', 'good'] "
@@ -199,7 +201,7 @@ def test_a_run_directory_of_other_labels_is_not_resumed(tmp_path: Path) -> None:
         "or the same data to resume it"
     )
     with pytest.raises(ConfigurationError):
-        check_same_labels(start, ["neg", "pos"], "multi_label_classification")
+        check_same_labels(start, ["neg", "pos"], "multi_label_classification", resuming=True)
 
 
 def test_ckpt_path_is_a_checkpoint_file(tmp_path: Path) -> None:
@@ -247,3 +249,55 @@ def test_a_moved_run_reads_its_checkpoints_where_it_now_is(tmp_path: Path) -> No
     with pytest.warns(UserWarning, match="The dirpath has changed"):
         other.load_state_dict(saved)
     assert other.best_model_path == f"{old}/best-epoch0-step4.ckpt"
+
+
+def test_a_given_checkpoint_of_other_labels_is_refused_before_it_loads(tmp_path: Path) -> None:
+    hyper_parameters = {
+        "label_names": ["neg", "pos"],
+        "problem_type": "single_label_classification",
+    }
+    other = tmp_path / "other" / "last.ckpt"
+    other.parent.mkdir()
+    torch.save({**STATE, "hyper_parameters": hyper_parameters}, other)
+    for resuming in (True, False):  # fit, and validate, test or predict
+        start = start_point(
+            str(other), str(tmp_path / "run/checkpoints"), tmp_path, automatic=resuming
+        )
+        assert (start.labels, start.own) == (("neg", "pos"), False)
+        check_same_labels(start, ["neg", "pos"], "single_label_classification", resuming=resuming)
+        with pytest.raises(ConfigurationError) as error:
+            check_same_labels(
+                start, ["a", "b", "c"], "single_label_classification", resuming=resuming
+            )
+        assert str(error.value) == (
+            f"--ckpt_path {other}: trained for labels ['neg', 'pos'] "
+            "(single_label_classification), not this command's ['a', 'b', 'c'] "
+            "(single_label_classification); give the config of the run that saved it "
+            "(--config RUN/config.yaml), or, to train on new labels from its weights, its "
+            "exported model as --model.model_name_or_path RUN/model"
+        )
+
+
+@pytest.mark.parametrize(
+    ("content", "resuming", "problem"),
+    [
+        (
+            b"not a checkpoint",
+            False,
+            "it does not load (not a torch checkpoint archive, or cut short)",
+        ),
+        ({"weights": {}}, False, "it holds no Lightning state_dict"),
+        ({"state_dict": {}}, True, "it holds weights only, not the training state"),
+    ],
+)
+def test_a_given_file_that_cannot_serve_is_one_line(
+    tmp_path: Path, content: object, resuming: bool, problem: str
+) -> None:
+    path = tmp_path / "given.ckpt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+    with pytest.raises(ConfigurationError) as error:
+        start_point(str(path), str(tmp_path / "checkpoints"), tmp_path, automatic=resuming)
+    assert str(error.value) == f"--ckpt_path {path}: {problem}; give a .ckpt file that seqcls saved"

@@ -62,7 +62,7 @@ from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
-from seqcls.run.resume import check_continues, check_same_labels, start_point
+from seqcls.run.resume import check_continues, check_loads, check_same_labels, start_point
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 from seqcls.run.xla_graphs import EndEvaluationGraphs
@@ -139,6 +139,15 @@ class RunCLI(LightningCLI):
             # e.g. --data.text_pair_column "#2 String", which YAML reads as a comment
             keep_comment_like_values(self.config, sys.argv[1:] if args is None else args)
 
+    def _parse_ckpt_path(self) -> None:
+        # Lightning reads a local checkpoint's hyper-parameters here, before any check of
+        # seqcls's: a file that is not a checkpoint would end in a traceback.
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and os.path.isfile(ckpt_path):
+            check_loads(ckpt_path)
+        super()._parse_ckpt_path()
+
     def before_instantiate_classes(self) -> None:
         # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
         apply_secrets()
@@ -187,10 +196,15 @@ class RunCLI(LightningCLI):
             getattr(self.model, "label_layer_source", None),
             self._config().get("model.model_name_or_path"),
         )
+        # Now that the data has named the labels, and before config.yaml is written.
+        hparams = getattr(self.model, "hparams", {})
+        check_same_labels(
+            self.start,
+            hparams.get("label_names"),
+            hparams.get("problem_type"),
+            resuming=self.subcommand == "fit",
+        )
         if self.subcommand == "fit":
-            # Now that the data has named the labels, and before config.yaml is written.
-            hparams = getattr(self.model, "hparams", {})
-            check_same_labels(self.start, hparams.get("label_names"), hparams.get("problem_type"))
             check_monitor(self._config().checkpoint.monitor, logged_at_validation(self.model))
         network = getattr(self.model, "model", None)
         if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):

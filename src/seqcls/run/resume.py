@@ -11,6 +11,7 @@ and skipped for the next newest. ``--ckpt_path last`` means the same; any other
 import logging
 import os
 import posixpath
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,22 +67,30 @@ def check_continues(start: StartPoint, max_epochs: int | None, model: str | None
 
 
 def check_same_labels(
-    start: StartPoint, labels: Sequence[str] | None, problem_type: str | None
+    start: StartPoint, labels: Sequence[str] | None, problem_type: str | None, *, resuming: bool
 ) -> None:
-    """Fail when the run directory's checkpoint was trained for other labels than this data's.
+    """Fail when the checkpoint was trained for other labels than this command's.
 
-    Continuing it would fail on the label layer's size after loading everything, or, with
-    as many labels under other names, silently train its label layer on for the new names.
+    Loading it would fail on the label layer's size after loading everything, as a
+    traceback, or, with as many labels under other names, silently score (or train on) the
+    new names with the old label layer. ``resuming``: a fit, which continues the run.
     """
     if start.labels is None or labels is None:
         return
     if (list(start.labels), start.problem_type) == (list(labels), problem_type):
         return
+    wanted = f"{list(labels)} ({problem_type})"
+    if resuming and start.own:
+        raise ConfigurationError(
+            f"this run directory holds a run with labels {list(start.labels)} "
+            f"({start.problem_type}, {start.source}), not this data's {wanted}; give a new "
+            "--trainer.default_root_dir to start afresh, or the same data to resume it"
+        )
     raise ConfigurationError(
-        f"this run directory holds a run with labels {list(start.labels)} "
-        f"({start.problem_type}, {start.source}), not this data's {list(labels)} "
-        f"({problem_type}); give a new --trainer.default_root_dir to start afresh, or the "
-        "same data to resume it"
+        f"--ckpt_path {start.source}: trained for labels {list(start.labels)} "
+        f"({start.problem_type}), not this command's {wanted}; give the config of the run "
+        "that saved it (--config RUN/config.yaml), or, to train on new labels from its "
+        "weights, its exported model as --model.model_name_or_path RUN/model"
     )
 
 
@@ -119,8 +128,13 @@ def start_point(
     own = _same_folder(parent(ckpt_path), checkpoints_dir)
     if not is_remote(ckpt_path):
         _check_is_a_checkpoint(ckpt_path)
-        return StartPoint(ckpt_path, ckpt_path, own=own)
-    return StartPoint(ckpt_path, _local_copy(ckpt_path, downloads), own=own)
+    local = _local_copy(ckpt_path, downloads) if is_remote(ckpt_path) else ckpt_path
+    if is_zero_checkpoint(local):
+        return StartPoint(ckpt_path, local, own=own)
+    state = check_loads(local, training_state=automatic, named=ckpt_path)
+    # Only what it was trained for: how far it trained is checked where a run continues its
+    # own newest checkpoint.
+    return StartPoint(ckpt_path, local, **_trained_for(state), own=own)
 
 
 def _check_is_a_checkpoint(path: str) -> None:
@@ -154,36 +168,65 @@ def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPo
             state.get("epoch"),
             state.get("global_step"),
         )
-        saved = state.get("hyper_parameters", {})
-        labels = saved.get("label_names")
-        return StartPoint(
-            source,
-            local,
-            int(state["epoch"]),
-            saved.get("model_name_or_path"),
-            step=int(state.get("global_step", 0)),
-            labels=tuple(labels) if labels else None,
-            problem_type=saved.get("problem_type"),
-            own=True,
-        )
+        return _saved(source, local, state, own=True)
     log.info("No checkpoint in %s yet, so training starts from scratch", checkpoints_dir)
     return StartPoint()
 
 
-def _check(path: str) -> tuple[str | None, dict[str, Any]]:
+def check_loads(
+    path: str, *, training_state: bool = False, named: str | None = None
+) -> dict[str, Any]:
+    """The contents of the checkpoint file ``--ckpt_path`` names (``named``; ``path`` its local
+    copy); fail in one line where it cannot serve: Lightning's own error comes after the model
+    and data have loaded, as a traceback. ``training_state``: fit continues it, which needs
+    more than its weights."""
+    problem, state = _check(path, training_state=training_state)
+    if problem:
+        raise ConfigurationError(
+            f"--ckpt_path {named or path}: {problem}; give a .ckpt file that seqcls saved"
+        )
+    return state
+
+
+def _saved(source: str, local: str, state: dict[str, Any], *, own: bool) -> StartPoint:
+    """The start point of a checkpoint whose training ``state`` has loaded."""
+    return StartPoint(
+        source,
+        local,
+        int(state["epoch"]),
+        state.get("hyper_parameters", {}).get("model_name_or_path"),
+        step=int(state.get("global_step", 0)),
+        **_trained_for(state),
+        own=own,
+    )
+
+
+def _trained_for(state: dict[str, Any]) -> dict[str, Any]:
+    """The labels and problem type a loaded checkpoint was trained for, where it says."""
+    saved = state.get("hyper_parameters", {})
+    labels = saved.get("label_names")
+    return {"labels": tuple(labels) if labels else None, "problem_type": saved.get("problem_type")}
+
+
+def _check(path: str, *, training_state: bool = True) -> tuple[str | None, dict[str, Any]]:
     """Why the checkpoint at ``path`` cannot resume a run (None when it can), and its contents.
 
     ``mmap`` reads the archive's index without reading every tensor: a truncated file has
     no index at its end and fails here. A folder is a DeepSpeed checkpoint, checked as such.
+    Without ``training_state`` (validate, test, predict), weights alone will do.
     """
     if is_zero_checkpoint(path):
         return zero_checkpoint_problem(path)
+    if not zipfile.is_zipfile(path):  # torch's own words for it are about mmap
+        return "it does not load (not a torch checkpoint archive, or cut short)", {}
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return f"it does not load ({reason})", {}
-    if not isinstance(state, dict) or "loops" not in state or "optimizer_states" not in state:
+    if not isinstance(state, dict) or "state_dict" not in state:
+        return "it holds no Lightning state_dict", {}
+    if training_state and ("loops" not in state or "optimizer_states" not in state):
         return "it holds weights only, not the training state", {}
     return None, state
 
