@@ -18,17 +18,12 @@ from typing import Any, ClassVar
 from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
-from pytorch_lightning.cli import (
-    ArgsType,
-    LightningArgumentParser,
-    LightningCLI,
-    SaveConfigCallback,
-)
+from pytorch_lightning.cli import ArgsType, LightningArgumentParser, LightningCLI
 from transformers import PreTrainedModel
 
 from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.cloud.secrets import apply_secrets
-from seqcls.cloud.storage import exists, read_text, write_text
+from seqcls.cloud.storage import exists, read_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.data.metric_names import direction
@@ -60,38 +55,14 @@ from seqcls.run.outputs import METRICS_FILE, MetricsFile
 from seqcls.run.predictions import PredictionWriter
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
-from seqcls.run.redact import redact_config
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, check_loads, check_same_labels, start_point
+from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
 from seqcls.run.signals import StopOnSignal
 from seqcls.run.throughput import Throughput
 from seqcls.run.xla_graphs import EndEvaluationGraphs
 
 log = logging.getLogger(__name__)
-CONFIG_FILE = "config.yaml"
-
-
-class SaveRunConfig(SaveConfigCallback):
-    """Write the resolved ``fit`` config, with what the data decided, to ``RUN/config.yaml``.
-
-    Only ``fit`` writes it: ``validate``/``test``/``predict`` usually read that same file
-    with ``--config`` and must not replace it. Re-running ``fit`` in the same run
-    directory overwrites it.
-    """
-
-    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
-        if stage != "fit" or self.already_saved:
-            return
-        datamodule = getattr(trainer, "datamodule", None)
-        if trainer.is_global_zero:
-            if isinstance(datamodule, TextDataModule):
-                # Recorded, so that later commands need not read the data to know them.
-                for key, value in datamodule.derived_config().items():
-                    self.config.data[key] = value
-            path = os.path.join(trainer.default_root_dir, CONFIG_FILE)
-            # Keys and tokens given as flags stay out of a file that is shared and copied.
-            write_text(path, self.parser.dump(redact_config(self.config), skip_unset=False))
-        self.already_saved = True
 
 
 class RunCLI(LightningCLI):
