@@ -1,20 +1,18 @@
 """SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
 
-from dataclasses import dataclass
 from typing import Any, cast
 
 import pytorch_lightning as pl
 import torch
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
-from transformers.loss.loss_utils import ForSequenceClassificationLoss
 
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.labels import LabelSpace, ProblemType
 from seqcls.data.metric_names import metric_names
 from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
-from seqcls.data.windows import WindowPooling, pool_windows
+from seqcls.data.windows import WindowPooling
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.model.calibration import Calibration, calibrated_scores
@@ -27,17 +25,8 @@ from seqcls.model.mean_pooling import Pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
+from seqcls.model.scored_rows import ScoredRows, score_rows
 from seqcls.model.xla_attention import use_device_side_attention_mask
-
-
-@dataclass(frozen=True)
-class ScoredRows:
-    """The rows a forward pass scored: their input indices, logits, labels and mean loss."""
-
-    index: torch.Tensor
-    logits: torch.Tensor
-    labels: torch.Tensor | None
-    loss: torch.Tensor | None
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -310,26 +299,7 @@ class SequenceClassifier(pl.LightningModule):
         return {key: torch.cat([output[key] for output in outputs]) for key in outputs[0]}
 
     def _score_rows(self, batch: BatchOrPieces) -> list[ScoredRows]:
-        """Logits (and loss, where labelled) per piece of the batch; with windows, one entry
-        for the whole batch with a row per document, its windows' logits pooled."""
-        pieces = pieces_of(batch)
-        outputs = [self(piece) for piece in pieces]
-        if self.window_pooling is None:
-            return [
-                ScoredRows(piece[INDEX], output.logits, piece.get(LABELS), output.loss)
-                for piece, output in zip(pieces, outputs, strict=True)
-            ]
-        labels = [piece[LABELS] for piece in pieces if LABELS in piece]
-        index, logits, document_labels = pool_windows(
-            torch.cat([piece[INDEX] for piece in pieces]),
-            torch.cat([output.logits for output in outputs]),
-            torch.cat(labels) if labels else None,
-            self.window_pooling,
-        )
-        loss = None
-        if document_labels is not None:
-            loss = ForSequenceClassificationLoss(document_labels, logits, self.model.config)
-        return [ScoredRows(index, logits, document_labels, loss)]
+        return score_rows(self, batch, self.window_pooling, self.model.config)
 
     def configure_optimizers(self) -> Any:
         options = self.hparams
