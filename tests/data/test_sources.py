@@ -7,6 +7,7 @@ import pytest
 
 from seqcls.data import sources
 from seqcls.data.classification import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
 
 
 def _write(path: Path, rows: list[tuple[str, str]]) -> str:
@@ -52,3 +53,13 @@ def test_a_rewritten_file_is_read_again(tmp_path: Path, counted_reads: list[str]
     os.utime(path, ns=(1, 1))  # a new mtime even on filesystems with coarse timestamps
     assert len(source.read()) == 2
     assert len(counted_reads) == 2
+
+
+def test_no_data_names_the_file_each_command_reads() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        TextClassificationDataModule(tokenizer_name_or_path="unused")
+    assert str(error.value) == (
+        "no data: pass the file the command reads (fit: --data.train_file, and "
+        "--data.validation_file; validate: --data.validation_file; test: --data.test_file; "
+        "predict: --data.predict_file), or a hub dataset with --data.dataset_name"
+    )

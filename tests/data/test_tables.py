@@ -233,3 +233,53 @@ def test_a_null_after_the_first_example_is_a_row_with_nothing_in_it(tmp_path: Pa
     path.write_bytes(b'{"text": "ok", "label": "a"}\nnull\n')
     table = read_table(str(path), flag="--data.train_file")
     assert table["text"][:] == ["ok", None]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        # pandas would read the first field as an index and drop it from every row
+        (
+            "commas.csv",
+            "text\nHello, my parcel never arrived\nHi, the app crashes\n",
+            "Expected 1 fields in line 2, saw 2",
+        ),
+        ("first.csv", "text,label\na,b,c\nhello,tech\n", "Expected 2 fields in line 2, saw 3"),
+        ("first.tsv", "text\tlabel\na\tb\tc\nhello\ttech\n", "Expected 2 fields in line 2, saw 3"),
+        ("blank.csv", "text,label\n\none, two,a\n", "Expected 2 fields in line 3, saw 3"),
+    ],
+)
+def test_a_first_row_with_more_fields_than_the_header_is_refused(
+    tmp_path: Path, name: str, data: str, reason: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(data)
+    with pytest.raises(ConfigurationError) as error:
+        read_table(str(path), flag="--data.train_file")
+    assert str(error.value) == (
+        f"--data.train_file: cannot read {path} as csv: {reason}; quote a field that holds "
+        "the delimiter"
+    )
+
+
+def test_a_quoted_delimiter_in_the_first_row_is_text(tmp_path: Path) -> None:
+    path = tmp_path / "quoted.csv"
+    path.write_text('text,label\n"Hello, my parcel never arrived",a\n')
+    assert read_table(str(path), flag="--data.train_file")["text"][:] == [
+        "Hello, my parcel never arrived"
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_a_blank_line_is_a_row_of_empty_cells_and_blank_lines_at_the_end_are_none(
+    tmp_path: Path, suffix: str
+) -> None:
+    # Skipped, a blank line would shift every later row's index: predictions and the
+    # report name rows by their position in the file.
+    path = tmp_path / f"blank{suffix}"
+    path.write_text("text\nhello there\n\nthe app crashes\n\n\n")
+    assert read_table(str(path), flag="--data.predict_file")["text"][:] == [
+        "hello there",
+        None,
+        "the app crashes",
+    ]

@@ -168,6 +168,14 @@ def test_glue_submission_file(tmp_path: Path, tiny_bert: Path) -> None:
     assert lines[0] == "index\tprediction"
     assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(8)]
     assert {line.split("\t")[1] for line in lines[1:]} <= {"entailment", "not_entailment"}
+    with pytest.raises(SystemExit) as done:  # RTE's model, for MRPC's submission
+        later(
+            tmp_path, tiny_bert, "predict", fitted, "--data.predict_file", unlabelled,
+            "--data.output_format", "glue", "--data.dataset_config", "mrpc",
+            "--trainer.default_root_dir", str(tmp_path / "mrpc"),
+        )  # fmt: skip
+    assert done.value.code == 2
+    assert not (tmp_path / "mrpc" / "MRPC.tsv").exists()
 
 
 def test_test_split_without_labels_reports_no_metrics(

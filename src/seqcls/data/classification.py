@@ -8,7 +8,7 @@ import datasets
 from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
 from seqcls.data.encoding import EncodingSpec, load_encoded, model_label_space
-from seqcls.data.glue import GLUE_DATASETS, glue_task
+from seqcls.data.glue import GLUE_DATASETS, check_glue_labels, glue_task
 from seqcls.data.inspection import (
     report_label_ids,
     report_regression,
@@ -281,6 +281,8 @@ class TextClassificationDataModule(ClassificationBatches):
                 self._encode(source, labelled=split != "predict", subset=self._subset(split))
 
     def setup(self, stage: str) -> None:
+        if stage == "predict" and self.output_format == "glue":
+            check_glue_labels(self.sources.dataset_config, self.label_names, self.problem_type)
         for split in _STAGE_SPLITS[stage]:
             self.splits[split] = [
                 self._encode(source, labelled=split != "predict", subset=self._subset(split))

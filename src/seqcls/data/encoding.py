@@ -70,15 +70,37 @@ def model_label_space(name_or_path: str | None) -> LabelSpace:
     rows: a model fine-tuned by seqcls (or the HF Trainer) records them in its config.json."""
     text = None
     if name_or_path:
-        path = os.path.join(local_model_dir(name_or_path, default_cache_dir()), "config.json")
+        directory = local_model_dir(name_or_path, default_cache_dir())
+        if not os.path.exists(directory) and _names_a_path(name_or_path):
+            missing = FileNotFoundError(f"no such directory: {directory}")
+            raise unloadable("--model.model_name_or_path", name_or_path, missing)
+        path = os.path.join(directory, "config.json")
         text = Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
     space = label_space_of_model(json.loads(text)) if text else None
     if space is None:
         raise ConfigurationError(
             "no train data: pass --data.train_file, or give --model.model_name_or_path a "
-            f"fine-tuned model, whose config.json names its labels ({name_or_path} names none)"
+            f"fine-tuned model, whose config.json names its labels ({name_or_path} names none"
+            f"{_what_it_is(name_or_path)})"
         )
     return space
+
+
+def _names_a_path(name_or_path: str) -> bool:
+    """Whether a model name can only be a path (a hub id is ``name`` or ``owner/name``)."""
+    return name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+
+
+def _what_it_is(name_or_path: str | None) -> str:
+    """What a model path that names no labels is instead, where it is a run's other part."""
+    if not name_or_path or not os.path.exists(name_or_path):
+        return ""
+    exported = os.path.join(name_or_path, "model")
+    if os.path.isdir(exported):
+        return f"; it is a run directory, whose exported model is {exported}"
+    if name_or_path.endswith(".ckpt"):
+        return "; it is a checkpoint: give it as --ckpt_path, with --config RUN/config.yaml"
+    return ""
 
 
 # Hashing a 30,000-word vocabulary takes about 0.1 s, and a run asks once per split and stage.
@@ -271,6 +293,11 @@ def tokenize_rows(
 def texts_of(batch: dict[str, list[Any]], column: str, indices: list[int], path: str) -> list[str]:
     values = batch[column]
     for row, value in zip(indices, values, strict=True):
+        if value is None:  # an empty cell, or a blank line
+            raise ConfigurationError(
+                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is empty (a blank line "
+                "is a row of empty cells); fill or drop that row"
+            )
         if not isinstance(value, str):
             raise ConfigurationError(
                 f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is {value!r}, not text; "

@@ -93,8 +93,10 @@ class SplitSources:
     def __post_init__(self) -> None:
         if not self.use_files and self.dataset_name is None:
             raise ConfigurationError(
-                "no data: pass --data.train_file (and --data.validation_file), or a hub "
-                "dataset with --data.dataset_name"
+                "no data: pass the file the command reads (fit: --data.train_file, and "
+                "--data.validation_file; validate: --data.validation_file; test: "
+                "--data.test_file; predict: --data.predict_file), or a hub dataset with "
+                "--data.dataset_name"
             )
 
     @property

@@ -15,8 +15,14 @@ import seqcls.cloud  # noqa: F401  (sets gcsfs's options before fsspec loads it)
 from seqcls.errors import ConfigurationError
 
 # Only an empty cell is missing: pandas' default NA words (NA, N/A, None, null, nan...)
-# would turn an intent named "None" or a text reading "NA" into a missing value.
-_ONLY_EMPTY_IS_MISSING: dict[str, object] = {"keep_default_na": False, "na_values": [""]}
+# would turn an intent named "None" or a text reading "NA" into a missing value. A blank line
+# is a row of empty cells: skipped, it would shift every later row's index (predictions and
+# the report name rows by their position in the file), and drop an empty text unseen.
+_ONLY_EMPTY_IS_MISSING: dict[str, object] = {
+    "keep_default_na": False,
+    "na_values": [""],
+    "skip_blank_lines": False,
+}
 # suffix -> (datasets builder, builder options)
 _FORMATS: dict[str, tuple[str, dict[str, object]]] = {
     ".csv": ("csv", _ONLY_EMPTY_IS_MISSING),
@@ -67,6 +73,8 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
         raise empty
     if builder == "json":
         _require_object_first(local, flag=flag, path=path)
+    if builder == "csv":
+        _require_no_index_column(local, options, flag=flag, path=path)
     try:
         table = datasets.load_dataset(builder, data_files=data_files, split="train", **options)
     except (ValueError, datasets.exceptions.DatasetGenerationError) as error:
@@ -77,6 +85,8 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
         ) from None
     if not isinstance(table, datasets.Dataset):
         raise ConfigurationError(f"{flag}: {path} did not load as a single table")
+    if builder == "csv":
+        table = _without_trailing_blank_rows(table)
     if len(table) == 0:
         raise empty
     return table
@@ -177,6 +187,39 @@ def _require_object_first(local: str, *, flag: str, path: str) -> None:
             f"{flag}: {path}, line {line}: the first example is null; each example is an "
             'object such as {"text": "...", "label": "..."}: remove the null or fill it in'
         )
+
+
+def _require_no_index_column(
+    local: str, options: dict[str, object], *, flag: str, path: str
+) -> None:
+    """Fail on a first row with more fields than the header, as pandas fails on later ones.
+
+    pandas reads such a first row as the sign of an index column, and then drops every row's
+    first field without a word: text cut at its first unquoted comma, or labels read from
+    the text column.
+    """
+    delimiter = str(options.get("delimiter", ","))
+    with open(local, newline="", encoding="utf-8-sig") as stream:
+        rows = (
+            csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+            if options.get("quoting") == csv.QUOTE_NONE
+            else csv.reader(stream, delimiter=delimiter)
+        )
+        header = next(rows, [])
+        first = next((row for row in rows if row), [])
+        if len(first) > len(header):
+            raise ConfigurationError(
+                f"{flag}: cannot read {path} as csv: Expected {len(header)} fields in line "
+                f"{rows.line_num}, saw {len(first)}; quote a field that holds the delimiter"
+            )
+
+
+def _without_trailing_blank_rows(table: datasets.Dataset) -> datasets.Dataset:
+    """The table less the blank lines at its end, which are no rows (see _ONLY_EMPTY_IS_MISSING)."""
+    end = len(table)
+    while end > 0 and all(value is None for value in table[end - 1].values()):
+        end -= 1
+    return table if end == len(table) else table.select(range(end))
 
 
 def _builder_for(path: str, *, flag: str) -> tuple[str, dict[str, object]]:
