@@ -14,7 +14,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from seqcls.mlm.corpus import TextCorpusDataModule
 from seqcls.mlm.model import MaskedLanguageModel
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.option_ranges import RANGES
-from seqcls.run.command import OPTIONS, RunCLI
+from seqcls.run.command import RunCLI, options_of
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
@@ -87,7 +87,7 @@ def parsers(
             raise _Parsed(self)
 
     try:
-        Capture(model_class, data_class, args=[], run=True, **OPTIONS)
+        Capture(model_class, data_class, args=[], run=True, **options_of(cli_class))
     except _Parsed as parsed:
         cli = parsed.args[0]
     else:  # pragma: no cover - LightningCLI always parses
@@ -166,8 +166,11 @@ def linked(parser: LightningArgumentParser, prefix: str) -> list[str]:
     ]
 
 
-def trainer_defaults(parser: LightningArgumentParser) -> Callable[[str], bool]:
-    """Accepts the Trainer options whose default seqcls changes from Lightning's."""
+def trainer_defaults(
+    parser: LightningArgumentParser, described: Iterable[str] = ()
+) -> Callable[[str], bool]:
+    """Accepts the Trainer options whose default seqcls changes from Lightning's, or whose
+    meaning (``described``: the command's ``trainer_help``)."""
     signature = inspect.signature(Trainer.__init__).parameters
     defaults = parser.get_defaults()
 
@@ -175,7 +178,7 @@ def trainer_defaults(parser: LightningArgumentParser) -> Callable[[str], bool]:
         name = dest.removeprefix("trainer.")
         if not dest.startswith("trainer.") or name not in signature:
             return False
-        return bool(defaults.get(dest) != signature[name].default)
+        return name in described or bool(defaults.get(dest) != signature[name].default)
 
     return keep
 
@@ -240,26 +243,30 @@ def render() -> str:
         table(seqcls, prefix("checkpoint"), short=True),
         "",
     ]
-    differing = [
-        action.dest
-        for action in options(mlm, prefix("checkpoint"))
-        if mlm.get_defaults().get(action.dest) != seqcls.get_defaults().get(action.dest)
-    ]
-    if differing:
-        shown = ", ".join(
-            f"`--{dest}` {default_text(mlm.get_defaults().get(dest))}" for dest in differing
-        )
-        lines += [f"`seqcls mlm fit` differs: {shown}.", ""]
+    lines += mlm_differs(seqcls, mlm, prefix("checkpoint"))
     lines += [
         "### Trainer defaults that seqcls changes: `--trainer.*`",
         "",
         "Every other `--trainer.*` option is Lightning's `Trainer` argument with Lightning's",
         "default; `seqcls fit --help` lists them all.",
         "",
-        table(seqcls, trainer_defaults(seqcls), short=True),
+        table(seqcls, trainer_defaults(seqcls, SeqclsCLI.trainer_help), short=True),
         "",
     ]
+    lines += mlm_differs(seqcls, mlm, trainer_defaults(mlm))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def mlm_differs(
+    seqcls: LightningArgumentParser, mlm: LightningArgumentParser, keep: Callable[[str], bool]
+) -> list[str]:
+    """The line naming the options ``keep`` accepts whose default ``seqcls mlm fit`` changes."""
+    mine, theirs = mlm.get_defaults(), seqcls.get_defaults()
+    differing = [a.dest for a in options(mlm, keep) if mine.get(a.dest) != theirs.get(a.dest)]
+    if not differing:
+        return []
+    shown = ", ".join(f"`--{dest}` {default_text(mine.get(dest))}" for dest in differing)
+    return [f"`seqcls mlm fit` differs: {shown}.", ""]
 
 
 def main(argv: list[str] | None = None) -> None:

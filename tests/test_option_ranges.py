@@ -64,10 +64,12 @@ def test_a_list_is_checked_value_by_value() -> None:
         check_range("model.adam_betas", [1.0, 0.999])
 
 
-def test_class_weights_may_be_auto_or_weights_of_at_least_0() -> None:
+def test_class_weights_may_be_auto_or_weights_above_0() -> None:
     check_range("model.class_weights", "auto")
-    check_range("model.class_weights", [0.0, 2.5, 1.0])
-    with pytest.raises(ConfigurationError, match=r"\[1, -1\]: give 2 values of at least 0"):
+    check_range("model.class_weights", [0.5, 2.5, 1.0])
+    with pytest.raises(ConfigurationError, match=r"\[0, 1\]: give 2 values above 0"):
+        check_range("model.class_weights", [0.0, 1.0])
+    with pytest.raises(ConfigurationError, match=r"\[1, -1\]: give 2 values above 0"):
         check_range("model.class_weights", [1.0, -1.0])
 
 

@@ -19,6 +19,14 @@ class SeqclsCLI(RunCLI):
     # Unset, the number of epochs and of validations per epoch follow from the training set's
     # size (run/recipe.py); --trainer.max_epochs or --trainer.max_steps fixes the length.
     command_trainer_defaults: ClassVar[dict[str, Any]] = {"max_epochs": None}
+    # Lightning's own text says an unset length trains 1000 epochs.
+    trainer_help: ClassVar[dict[str, str]] = {
+        "max_epochs": (
+            "Stop training once this number of epochs is reached; unset, with "
+            "--trainer.max_steps unset too, the recipe derives it, and the validations per "
+            "epoch, from the training set's size (docs/tuning.md#the-default-recipe)."
+        ),
+    }
     derives_training_length = True
 
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:

@@ -65,7 +65,7 @@ RANGES: dict[str, Range] = {
     "model.layer_lr_decay": Range(low=0, high=1, low_open=True, example="0.9"),
     "model.adam_betas": Range(low=0, high=1, high_open=True, example="[0.9, 0.999]"),
     "model.adam_epsilon": Range(low=0, example="1e-8"),
-    "model.class_weights": Range(low=0, example="[1.0, 3.0]"),  # a list, or auto
+    "model.class_weights": Range(low=0, low_open=True, example="[1.0, 3.0]"),  # a list, or auto
     "model.label_smoothing": Range(low=0, high=1, high_open=True, example="0.1"),
     "model.threshold": Range(low=0, high=1, low_open=True, high_open=True, example="0.5"),
     "model.reinit_layers": Range(low=0, example="2"),

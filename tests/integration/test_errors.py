@@ -74,8 +74,8 @@ def test_rows_are_numbered_as_predictions_number_them(
     dev.write_text("text,label\nwhere is my refund,billing\n,billing\n")
     line = fit_error(capsys, tiny_bert, tmp_path, "--data.validation_file", str(dev))
     assert line == (
-        f"seqcls: error: {dev}: column 'text' row 1 (counted from 0 after the header) is None, "
-        "not text; fill or drop that row, or point --data.text_column at the text"
+        f"seqcls: error: {dev}: column 'text' row 1 (counted from 0 after the header) is "
+        "empty (a blank line is a row of empty cells); fill or drop that row"
     )
     dev.write_text("text,label\nwhere is my refund,billing\nmy card,\n")
     line = fit_error(capsys, tiny_bert, tmp_path, "--data.validation_file", str(dev))

@@ -126,3 +126,15 @@ def test_tune_help_lists_its_options(capsys: pytest.CaptureFixture[str]) -> None
     words = " ".join(shown.split())
     assert "Trials in the study in all" in words
     assert "Search nothing: read the trial run directories in this folder" in words
+
+
+def test_fit_help_says_the_recipe_decides_an_unset_length(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Lightning's own text says an unset length trains 1000 epochs.
+    with pytest.raises(SystemExit) as done:
+        main(["fit", "--help"])
+    assert done.value.code == 0
+    words = " ".join(capsys.readouterr().out.split())
+    assert "unset, with --trainer.max_steps unset too, the recipe derives it" in words
+    assert "defaults to ``max_epochs = 1000``" not in words

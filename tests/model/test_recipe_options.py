@@ -212,7 +212,7 @@ def test_auto_class_weights_come_from_the_training_labels(tiny_bert: Path, tmp_p
     ("options", "message"),
     [
         ({"class_weights": [1.0, 2.0]}, r"--model\.class_weights \[1\.0, 2\.0\]: 2 weights for 4"),
-        ({"class_weights": [1.0, 0.0, 1.0, 1.0]}, r"weights must be positive"),
+        ({"class_weights": [1.0, 0.0, 1.0, 1.0]}, r"give weights above 0"),
         ({"label_smoothing": 1.0}, r"--model\.label_smoothing 1: give a value in \[0, 1\)"),
         (
             {"label_smoothing": 0.1, "problem_type": "regression", "label_names": ["score"]},

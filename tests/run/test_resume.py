@@ -133,6 +133,19 @@ def test_type_errors_become_one_line() -> None:
     assert one_line(message, []) == "--trainer.max_epochs abc: expected int or null"
 
 
+def test_a_choice_or_a_list_names_both_and_the_lists_form() -> None:
+    message = (
+        'Parser key "model.class_weights":\n  Does not validate against any of the Union '
+        "subtypes\n  Subtypes: [typing.Literal['auto'], list[float], <class 'NoneType'>]\n"
+        "  Errors:\n    - Expected a typing.Literal['auto']\n    - Expected a <class 'list'>\n"
+        "    - Expected a <class 'NoneType'>\n  Given value type: <class 'str'>\n"
+        "  Given value: 2.0"
+    )
+    assert one_line(message, []) == (
+        "--model.class_weights 2.0: expected one of auto, a list such as [1.0, 3.0] or null"
+    )
+
+
 CPU_ONLY = Hardware(gpus=0, gpu_name=None, gpu_bf16=False, tpu=False, torch_xla=False)
 T4 = Hardware(gpus=1, gpu_name="Tesla T4", gpu_bf16=False, tpu=False, torch_xla=False)
 

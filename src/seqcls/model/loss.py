@@ -37,9 +37,7 @@ def check_loss_options(
                 f"{labels} labels; give one weight per label, in label id order, or auto"
             )
         if any(weight <= 0 for weight in class_weights):
-            raise ConfigurationError(
-                f"--model.class_weights {class_weights}: weights must be positive"
-            )
+            raise ConfigurationError(f"--model.class_weights {class_weights}: give weights above 0")
 
 
 def balanced_weights(counts: Sequence[int]) -> torch.Tensor:

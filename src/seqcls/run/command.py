@@ -34,6 +34,7 @@ from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
+    check_checkpoint_mode,
     check_max_length,
     check_monitor,
     check_monitor_directions,
@@ -72,11 +73,17 @@ class RunCLI(LightningCLI):
     # Trainer defaults of this command over OPTIONS'; max_epochs None lets run/recipe.py derive
     # the length of training from the data (see derives_training_length).
     command_trainer_defaults: ClassVar[dict[str, Any]] = {}
+    # --help (and docs/configuration.md) text of Trainer options whose Lightning text is wrong here.
+    trainer_help: ClassVar[dict[str, str]] = {}
     derives_training_length = False
     unset: Unset | None = None  # which length and validation flags the recipe decides
     already_finished = False  # fit: the run it continues had finished (no_steps_left.py)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        for action in parser._actions:
+            name = action.dest.removeprefix("trainer.")
+            if action.dest.startswith("trainer.") and name in self.trainer_help:
+                action.help = self.trainer_help[name]
         # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
         parser.add_class_arguments(
             ModelCheckpoint, "checkpoint", fail_untyped=False, instantiate=False, sub_configs=True
@@ -127,6 +134,7 @@ class RunCLI(LightningCLI):
         check_option_ranges(config)
         if self.subcommand == "fit":
             check_trains(config.trainer)
+        check_checkpoint_mode(config.checkpoint.mode)
         if "weights_only" in config and config.weights_only is None:
             config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
@@ -236,13 +244,20 @@ class RunCLI(LightningCLI):
 
     def _best_checkpoint(self) -> BestCheckpoint:
         """The --checkpoint.* callback, monitoring what the data names unless told otherwise."""
-        options = self._config().checkpoint.as_dict()
+        config = self._config()
+        options = config.checkpoint.as_dict()
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
         if options["monitor"] is None and monitor is not None:
-            options["monitor"], options["mode"] = monitor
+            options["monitor"] = monitor[0]
+            options["mode"] = options["mode"] or monitor[1]
         if options["mode"] is None:  # e.g. --checkpoint.monitor val/f1 and no mode
             name = str(options["monitor"] or "loss").rpartition("/")[2]
             options["mode"] = direction(name)
+        interval = config.trainer.get("val_check_interval")
+        if type(interval) is int and interval == 1 and options["save_on_train_epoch_end"] is None:
+            # Validating after every batch: Lightning takes the 1 for 1.0 (once an epoch) and
+            # would save at the epoch's end only, skipping the better validations before it.
+            options["save_on_train_epoch_end"] = False
         return BestCheckpoint(**options)
 
     def before_fit(self) -> None:
@@ -323,6 +338,10 @@ def run_cli(
     run: bool,
 ) -> Any:
     """Build ``cli_class`` with the shared options: parse, instantiate and (with run) run."""
+    return cli_class(model_class, datamodule_class, args=args, run=run, **options_of(cli_class))
+
+
+def options_of(cli_class: type[RunCLI]) -> dict[str, Any]:
+    """What ``cli_class`` is built with: the shared options, and its own Trainer defaults."""
     trainer_defaults = OPTIONS["trainer_defaults"] | cli_class.command_trainer_defaults
-    options = OPTIONS | {"trainer_defaults": trainer_defaults}
-    return cli_class(model_class, datamodule_class, args=args, run=run, **options)
+    return OPTIONS | {"trainer_defaults": trainer_defaults}

@@ -22,6 +22,7 @@ from seqcls.cloud.storage import is_remote
 from seqcls.data.metric_names import AVAILABLE, direction
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import Hardware
+from seqcls.option_ranges import RANGES
 
 CPU_CONFIG = "configs/trainer/cpu.yaml"
 _GPU = {"gpu", "cuda"}
@@ -51,6 +52,10 @@ class OneLineErrorParser(LightningArgumentParser):
         raise ConfigurationError(one_line(message, sorted(_keys(parser)), command))
 
 
+# How a type jsonargparse expected reads in an error: "expected one of auto, a list or null".
+_KINDS = {"NoneType": "null", "list": "a list", "dict": "a mapping"}
+
+
 def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str:
     """jsonargparse's ``message`` as one line, with a did-you-mean from the ``known`` keys."""
     unknown = re.search(r"unrecognized arguments: (--\S+)", message) or re.search(
@@ -68,12 +73,15 @@ def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str
     given = re.search(r"(?:Given|Got) value: (.*)", message)
     expected = re.findall(r"Expected a <class '([^']+)'>", message)
     choices = re.search(r"Expected a typing\.Literal\[([^\]]*)\]", message)
-    if key and given and choices:
-        names = ", ".join(name.strip().strip("'\"") for name in choices.group(1).split(","))
-        return f"--{key.group(1)} {given.group(1).strip()}: expected one of {names}"
-    if key and given and expected:
-        names = " or ".join("null" if name == "NoneType" else name for name in expected)
-        return f"--{key.group(1)} {given.group(1).strip()}: expected {names}"
+    if key and given and (choices or expected):
+        kinds = [_KINDS.get(name, name) for name in expected]
+        if choices:
+            names = ", ".join(name.strip().strip("'\"") for name in choices.group(1).split(","))
+            kinds.insert(0, f"one of {names}")
+        if "a list" in kinds and key.group(1) in RANGES and RANGES[key.group(1)].example:
+            kinds[kinds.index("a list")] += f" such as {RANGES[key.group(1)].example}"
+        shown = kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
+        return f"--{key.group(1)} {given.group(1).strip()}: expected {shown}"
     return " ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
@@ -128,6 +136,12 @@ def check_trains(trainer: Namespace) -> None:
                 f"--trainer.{flag} 0: the fit would train nothing and export the untrained "
                 f"model; give --trainer.{flag} 1 or more"
             )
+
+
+def check_checkpoint_mode(mode: str | None) -> None:
+    """Lightning refuses another mode only when the callback is built, as a traceback."""
+    if mode not in (None, "min", "max"):
+        raise ConfigurationError(f"--checkpoint.mode {mode}: expected one of min, max")
 
 
 def check_strategy(strategy: Any, run_dir: str) -> None:
