@@ -148,7 +148,7 @@ def table(parser: LightningArgumentParser, keep: Callable[[str], bool], short: b
     rows = ["| option | type | default | what |", "|---|---|---|---|"]
     for action in options(parser, keep):
         what = help_text(SEQCLS_HELP.get(action.dest, action.help), short)
-        if action.dest in RANGES:  # checked when the command line is parsed
+        if action.dest in RANGES and "Range:" not in what:  # a help text of the docs' own
             what += f" Range: {RANGES[action.dest].interval()}."
         rows.append(
             f"| `--{action.dest}` | {type_name(action._typehint)} | "

@@ -370,3 +370,15 @@ def test_a_fit_of_nothing(capsys, tiny_bert: Path, tmp_path: Path, flag: str) ->
         f"seqcls: error: {flag} 0: the fit would train nothing and export the untrained model; "
         f"give {flag} 1 or more"
     )
+
+
+def test_a_config_file_that_is_not_yaml_is_named(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    # The parser's own message names "<unicode string>", whichever stacked file it was.
+    broken = tmp_path / "mine.yaml"
+    broken.write_text("data:\n  batch_size: [1, 2\n")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--config", str(broken))
+    assert line == (
+        f"seqcls: error: --config {broken}: not valid YAML at line 3, column 1: expected ',' "
+        "or ']', but got '<stream end>'"
+    )
+    assert not (tmp_path / "run").exists()

@@ -138,3 +138,11 @@ def test_fit_help_says_the_recipe_decides_an_unset_length(
     words = " ".join(capsys.readouterr().out.split())
     assert "unset, with --trainer.max_steps unset too, the recipe derives it" in words
     assert "defaults to ``max_epochs = 1000``" not in words
+
+
+def test_fit_help_gives_each_checked_options_range(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "defines it). 0: none. Range: [0, 1). (type: float, default: 0.0)" in words
+    assert "Range: (0, inf)." in words  # the learning rate's

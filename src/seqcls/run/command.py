@@ -29,12 +29,13 @@ from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.data.metric_names import direction
 from seqcls.hardware import Hardware
 from seqcls.model.metrics import logged_at_validation
-from seqcls.option_ranges import check_option_ranges
+from seqcls.option_ranges import RANGES, check_option_ranges
 from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_checkpoint_mode,
+    check_config_files,
     check_max_length,
     check_monitor,
     check_monitor_directions,
@@ -84,6 +85,8 @@ class RunCLI(LightningCLI):
             name = action.dest.removeprefix("trainer.")
             if action.dest.startswith("trainer.") and name in self.trainer_help:
                 action.help = self.trainer_help[name]
+            if action.dest in RANGES:  # what check_option_ranges holds the value to
+                action.help = f"{action.help or ''} Range: {RANGES[action.dest].interval()}."
         # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
         parser.add_class_arguments(
             ModelCheckpoint, "checkpoint", fail_untyped=False, instantiate=False, sub_configs=True
@@ -112,10 +115,13 @@ class RunCLI(LightningCLI):
         """What the model learns from the data besides the tokenizer; nothing by default."""
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        argv = sys.argv[1:] if args is None else args
+        if isinstance(argv, list | tuple):
+            check_config_files([str(arg) for arg in argv])
         super().parse_arguments(parser, args)
-        if args is None or isinstance(args, list | tuple):
+        if isinstance(argv, list | tuple):
             # e.g. --data.text_pair_column "#2 String", which YAML reads as a comment
-            keep_comment_like_values(self.config, sys.argv[1:] if args is None else args)
+            keep_comment_like_values(self.config, argv)
 
     def _parse_ckpt_path(self) -> None:
         # Lightning reads a local checkpoint's hyper-parameters here, before any check of
