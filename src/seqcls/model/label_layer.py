@@ -11,8 +11,10 @@ its classes swapped. Here the label layer (the head's last linear layer, one row
 - **reordered** where they are the same names in another order;
 - **kept by position** where the checkpoint's labels carry no names (transformers'
   ``LABEL_0``, ``LABEL_1``, ...) and their count is this run's, or both sides are regressions;
-- **new** (the architecture's own initialisation) otherwise: other names, another count, or a
-  regression on one side only.
+- **new** (the architecture's own initialisation) otherwise: other names, another count,
+  another problem type (a multi-label model's sigmoid rows for a single-label run, say), or a
+  regression on one side only. A checkpoint saved without a problem type (most of the Hub's)
+  is taken to be of this run's.
 
 The rest of the model, the head's other layers included (RoBERTa's dense layer, DeBERTa's
 pooler), is the checkpoint's, as transformers loads it.
@@ -96,6 +98,11 @@ def plan_label_layer(config: PretrainedConfig, labels: LabelSpace) -> LabelLayer
             return LabelLayerPlan("kept by position", "a regression, as this run is")
         what = "a regression" if was_regression else described
         return LabelLayerPlan("new", f"{what}, and this run is {_problem(labels)}")
+    if config.problem_type not in (None, labels.problem_type):
+        # Rows trained for a sigmoid per label are no softmax's scores, nor the other way
+        # round: another problem type is other labels, whatever their names.
+        was, now = _kind(config.problem_type, old), _kind(labels.problem_type, new)
+        return LabelLayerPlan("new", f"{was}, and this run is {now}")
     if old == new:
         return LabelLayerPlan("kept", f"{described}, the labels of this run")
     if sorted(old) == sorted(new):
@@ -162,3 +169,9 @@ def _problem(labels: LabelSpace) -> str:
     if labels.problem_type == "regression":
         return "a regression"
     return f"a classifier of [{', '.join(labels.names)}]"
+
+
+def _kind(problem_type: str, names: list[str]) -> str:
+    """A classifier named with its problem type, for where two classifiers' differ."""
+    kind = problem_type.removesuffix("_classification").replace("_", "-")
+    return f"a {kind} classifier of [{', '.join(names)}]"
