@@ -143,6 +143,16 @@ def upload_dir(local: Path, url: str, *, skip: dict[str, tuple[int, int]] | None
     return copied
 
 
+def remove_folder(folder: str) -> None:
+    """Delete ``folder`` and everything under it (on GCS: every object under its prefix, and
+    none of a sibling whose name merely starts the same); nothing to do where there is none."""
+    fs, fs_path = _fs(folder)
+    fs.invalidate_cache(fs_path)
+    if fs.isdir(fs_path):
+        fs.rm(fs_path.rstrip("/"), recursive=True)
+    fs.invalidate_cache(fs_path)
+
+
 def default_cache_dir() -> Path:
     """Where seqcls caches tokenized splits and copies of remote models."""
     return Path(os.environ.get("SEQCLS_CACHE", Path.home() / ".cache" / "seqcls"))

@@ -28,7 +28,14 @@ import torch
 from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
-from seqcls.cloud.storage import is_remote, parent, read_text, upload_dir, write_text
+from seqcls.cloud.storage import (
+    is_remote,
+    parent,
+    read_text,
+    remove_folder,
+    upload_dir,
+    write_text,
+)
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.model.calibration import (
     CONFIG_KEY,
@@ -44,8 +51,9 @@ from seqcls.run.evaluations import evaluation_of
 from seqcls.run.failed_run import against_majority
 from seqcls.run.outputs import METRICS_FILE, read_metrics, split_name
 from seqcls.run.predictions import gather_in_input_order
-from seqcls.run.report_files import Rows, Texts, write_report
+from seqcls.run.report_files import Rows, write_report
 from seqcls.run.report_pictures import figure_pixels
+from seqcls.run.report_texts import split_texts
 
 log = logging.getLogger(__name__)
 REPORT_DIR = "report"
@@ -195,10 +203,14 @@ class EvaluationReport(pl.Callback):
         within = [evaluation.name] if evaluation else []
         report_dir = os.path.join(trainer.default_root_dir, REPORT_DIR, *within)
         tag = f"{evaluation.name}/" if evaluation else ""
+        if evaluation is not None:
+            # metrics.json's entry for these weights is replaced whole, so is their report: a
+            # validation set left out this time must not leave its old folder behind.
+            remove_folder(report_dir)
         for position, (prefix, rows) in enumerate(rows_by_prefix.items()):
             split = split_name(prefix)
             folder = os.path.join(report_dir, split)
-            texts = _texts(trainer, "test" if prefix == "test" else "validation", position)
+            texts = split_texts(trainer, "test" if prefix == "test" else "validation", position)
             with tempfile.TemporaryDirectory(prefix="seqcls-report-") as scratch:
                 local = Path(scratch) if is_remote(folder) else Path(folder)
                 figures = write_report(
@@ -253,19 +265,3 @@ class EvaluationReport(pl.Callback):
         if saved is not None and saved.temperature_in_weights:
             return Calibration(thresholds=saved.thresholds, temperature_in_weights=True)
         return saved
-
-
-def _texts(trainer: pl.Trainer, split: str, position: int) -> Texts:
-    """Row indices to the text the model read (decoded from its tokens, so after truncation)."""
-    datamodule: Any = getattr(trainer, "datamodule", None)
-    sets = getattr(datamodule, "splits", {}).get(split) or []
-    if position >= len(sets):
-        return lambda indices: ["" for _ in indices]
-    rows = sets[position]
-    where = {int(index): row for row, index in enumerate(rows[INDEX])}
-
-    def texts(indices: Any) -> list[str]:
-        ids = [rows[where[int(i)]]["input_ids"] for i in indices]
-        return [datamodule.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
-
-    return texts

@@ -1,0 +1,51 @@
+"""``validate`` again in a fit's run directory: ``metrics.json``'s ``evaluations`` entry and its
+``report/NAME/`` folder describe the same, latest evaluation (run/evaluations.py); the fit's
+own report stays as it was."""
+
+import json
+from pathlib import Path
+
+from seqcls.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+
+
+def folders(path: Path) -> set[str]:
+    return {child.name for child in path.iterdir()}
+
+
+def test_a_later_evaluation_leaves_no_folder_of_the_earlier_in_its_report(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    run = tmp_path / "run"
+    main([
+        "fit",
+        "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", str(tiny_bert),
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "32",
+        "--data.cache_dir", str(tmp_path / "cache"),
+        "--trainer.default_root_dir", str(run),
+        "--trainer.max_epochs", "1",
+        *QUIET,
+    ])  # fmt: skip
+    fits_report = {p.name: p.read_bytes() for p in (run / "report/validation").iterdir()}
+
+    def validate(*validation: str) -> None:
+        main([
+            "validate", "--config", str(run / "config.yaml"),
+            "--ckpt_path", str(run / "checkpoints/last.ckpt"), *validation, *QUIET,
+        ])  # fmt: skip
+
+    both = f"{{dev: {SAMPLE / 'validation.csv'}, train: {SAMPLE / 'train.csv'}}}"
+    validate("--data.validation_file", both)
+    report = run / "report/validate-last"
+    assert folders(report) == {"validation_dev", "validation_train"}
+    validate()  # the run's own validation file, as config.yaml names it
+    entry = json.loads((run / "metrics.json").read_text())["evaluations"]["validate-last"]
+    assert set(entry) == {"weights", "validation"}
+    assert folders(report) == {"validation"}
+    assert {p.name: p.read_bytes() for p in (run / "report/validation").iterdir()} == fits_report
