@@ -149,7 +149,8 @@ def tune_thresholds(probabilities: torch.Tensor, targets: torch.Tensor) -> list[
 
 
 def fit_calibration(problem_type: str, logits: torch.Tensor, labels: torch.Tensor) -> Fitted:
-    """Temperature (single-label) or thresholds (multi-label) fitted on validation rows."""
+    """Temperature (single-label) or thresholds (multi-label) fitted on validation rows;
+    none for a regression."""
     if problem_type == "single_label_classification":
         if separates(logits, labels):
             note = (
@@ -165,7 +166,8 @@ def fit_calibration(problem_type: str, logits: torch.Tensor, labels: torch.Tenso
     if problem_type == "multi_label_classification":
         thresholds = tune_thresholds(logits.float().sigmoid(), labels)
         return Fitted(Calibration(thresholds=thresholds))
-    return Fitted(Calibration())
+    # A regression's predicted value is no probability: nothing to fit, nothing to save.
+    return Fitted(None)
 
 
 def head_output_layer(model: PreTrainedModel) -> nn.Linear | None:
