@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from seqcls.cli import main
@@ -70,3 +71,34 @@ def test_nothing_is_fitted_for_a_regression() -> None:
     fitted = fit_calibration("regression", torch.randn(8, 1), torch.randn(8))
     assert fitted.calibration is None
     assert fitted.metrics == {}
+
+
+def validated(tmp_path: Path, name: str, *weights: str) -> dict[str, float]:
+    out = tmp_path / name
+    main([
+        "validate", "--config", str(tmp_path / "run/config.yaml"), *weights,
+        "--trainer.default_root_dir", str(out), "--trainer.enable_progress_bar", "false",
+    ])  # fmt: skip
+    metrics: dict[str, float] = json.loads((out / "metrics.json").read_text())["validation"]
+    return metrics
+
+
+def test_model_and_its_checkpoint_score_alike_with_the_temperature_in_the_weights(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    config = exported_config(tmp_path, tiny_bert, "single-label")
+    assert config[CONFIG_KEY]["temperature_in_weights"] is True
+    (best,) = (tmp_path / "run/checkpoints").glob("best-*.ckpt")  # the weights model/ holds
+    model = str(tmp_path / "run/model")
+    from_checkpoint = validated(tmp_path, "checkpoint", "--ckpt_path", str(best))
+    from_model = validated(tmp_path, "model", "--model.model_name_or_path", model)
+    assert set(from_model) == set(from_checkpoint)
+    assert {"loss", "ece", "ece_calibrated"} <= set(from_model)
+    for name, value in from_checkpoint.items():
+        assert from_model[name] == pytest.approx(value, abs=1e-5), name
+    # Switched off, both score with the network's own logits, the temperature taken out.
+    raw = validated(
+        tmp_path, "raw", "--model.model_name_or_path", model, "--model.calibrate", "false"
+    )
+    assert raw["ece"] == pytest.approx(from_checkpoint["ece"], abs=1e-5)
+    assert "ece_calibrated" not in raw

@@ -13,7 +13,7 @@ Where the head ends in a linear layer the temperature is also folded into its we
 exported model's own logits (and ``transformers.pipeline``) are calibrated too.
 """
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -205,6 +205,19 @@ def fold_temperature(model: PreTrainedModel, temperature: float) -> bool:
             layer.bias.mul_(temperature)
     model.train(was_training)
     return folded
+
+
+@torch.no_grad()
+def unfold_temperature(model: PreTrainedModel, calibration: Calibration) -> Calibration:
+    """Take a temperature folded into ``model``'s head back out of it: its logits are then
+    the network's own again, as a checkpoint's are, and the calibration applies on top."""
+    layer = head_output_layer(model)
+    if not calibration.temperature_in_weights or layer is None:
+        return calibration
+    layer.weight.mul_(calibration.temperature)
+    if layer.bias is not None:
+        layer.bias.mul_(calibration.temperature)
+    return replace(calibration, temperature_in_weights=False)
 
 
 def save_into(model: PreTrainedModel, calibration: Calibration | None) -> None:

@@ -44,6 +44,7 @@ from seqcls.model.calibration import (
     calibration_in,
     expected_calibration_error,
     fit_calibration,
+    unfold_temperature,
 )
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
@@ -70,10 +71,18 @@ class EvaluationReport(pl.Callback):
         self._fitted: Fitted | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit" and isinstance(pl_module, SequenceClassifier) and pl_module.calibrate:
-            pl_module.calibration = self._saved_calibration(pl_module)
-            if pl_module.calibration is not None:
-                log.info("Applying the saved calibration: %s", pl_module.calibration)
+        if stage == "fit" or not isinstance(pl_module, SequenceClassifier):
+            return
+        saved = self._saved_calibration(pl_module)
+        if saved is not None:
+            # An exported model's head may hold its temperature: taken out, the logits are the
+            # network's own, as a checkpoint's are, so loss, ece and ece_calibrated (and
+            # --model.calibrate false) read the same from model/ as from its checkpoint.
+            saved = unfold_temperature(pl_module.model, saved)
+        if pl_module.calibrate:
+            pl_module.calibration = saved
+            if saved is not None:
+                log.info("Applying the saved calibration: %s", saved)
 
     # Collecting rows.
 
@@ -261,7 +270,4 @@ class EvaluationReport(pl.Callback):
                         return None
                     return replace(Calibration.from_dict(values), temperature_in_weights=False)
             return None
-        saved = calibration_in(pl_module.model.config)
-        if saved is not None and saved.temperature_in_weights:
-            return Calibration(thresholds=saved.thresholds, temperature_in_weights=True)
-        return saved
+        return calibration_in(pl_module.model.config)
