@@ -134,3 +134,65 @@ def test_resuming_mid_epoch_warns_neither_of_the_loader_nor_of_the_checkpoints(
         boring_fit(tmp_path, 5, ckpt_path=saved)
     messages = [str(warning.message) for warning in caught]
     assert not [m for m in messages if "not resumable" in m or "is not empty" in m], messages
+
+
+class Recorded(logging.Handler):
+    """The messages a logger hands its handlers (its filters have run by then)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+        self.logger = logging.getLogger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> "Recorded":
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+
+
+def test_a_file_the_reader_cannot_read_is_said_once(quiet: None, tmp_path: Path) -> None:
+    # datasets logs the parser's error, then raises it; seqcls says it in a line of its own.
+    from seqcls.data.tables import read_table
+    from seqcls.errors import ConfigurationError
+
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("text,label\nok,a\none,too,many\n")
+    with Recorded("datasets.packaged_modules.csv.csv") as reader:
+        with pytest.raises(ConfigurationError, match="Expected 2 fields in line 3, saw 3"):
+            read_table(str(ragged), flag="--data.train_file")
+        reader.logger.error("another problem")
+    assert reader.messages == ["another problem"]
+
+
+def fit_tiny(model: Path, run: Path, *extra: str) -> None:
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    main([
+        "fit", "--model.model_name_or_path", str(model),
+        "--data.train_file", str(sample / "train.csv"), "--data.max_train_samples", "16",
+        "--data.validation_file", str(sample / "validation.csv"),
+        "--data.cache_dir", str(run.parent / "cache"), "--trainer.default_root_dir", str(run),
+        "--trainer.max_steps", "1", "--trainer.enable_progress_bar", "false", *extra,
+    ])  # fmt: skip
+
+
+def test_the_load_report_shows_only_where_no_checkpoint_replaces_the_weights(
+    quiet: None, tmp_path: Path, tiny_bert: Path
+) -> None:
+    run = tmp_path / "run"
+    with Recorded("transformers.modeling_utils") as loading:
+        fit_tiny(tiny_bert, run)  # a new label layer: transformers' report says so
+    assert any("LOAD REPORT" in message for message in loading.messages)
+    given = str(run / "checkpoints/last.ckpt")
+    with Recorded("transformers.modeling_utils") as loading:
+        fit_tiny(tiny_bert, tmp_path / "again", "--ckpt_path", given, "--trainer.max_steps", "2")
+        main(["validate", "--config", str(run / "config.yaml"), "--ckpt_path", given,
+              "--trainer.default_root_dir", str(tmp_path / "validate")])  # fmt: skip
+        assert not any("LOAD REPORT" in message for message in loading.messages)
+        # Only while those models loaded: a later load reports again.
+        transformers.AutoModelForSequenceClassification.from_pretrained(str(tiny_bert))
+    assert any("LOAD REPORT" in message for message in loading.messages)

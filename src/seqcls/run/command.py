@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,6 +56,7 @@ from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
 from seqcls.run.outputs import METRICS_FILE, MetricsFile
 from seqcls.run.predictions import PredictionWriter
+from seqcls.run.quiet import without_load_report
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.report import EvaluationReport
@@ -169,6 +171,12 @@ class RunCLI(LightningCLI):
         cluster = apply_vertex_cluster()
         if cluster is not None:
             config.trainer.num_nodes = cluster_num_nodes(cluster, config.trainer.num_nodes)
+
+    def instantiate_classes(self) -> None:
+        # A checkpoint's weights replace the model folder's: its load report would say the
+        # label layer is new and untrained.
+        with without_load_report() if self.start.source else nullcontext():
+            super().instantiate_classes()
 
     def after_instantiate_classes(self) -> None:
         super().after_instantiate_classes()

@@ -3,13 +3,16 @@
 A fit's log should say what seqcls did and found. Left alone, the libraries under it add
 progress bars for steps that take a fraction of a second (reading a CSV, loading and saving
 the weights), an advertisement for a hosted logger, a deprecation that Lightning's own
-code triggers under newer torch, and warnings about stops and resumes that seqcls handles
-itself. Warnings and log lines a user can act on stay: the weights a checkpoint lacked, a
+code triggers under newer torch, warnings about stops and resumes that seqcls handles
+itself, a reader's error that seqcls says again in its own line, and a report of weights
+"newly initialized" that a checkpoint then replaces. Warnings and log lines a user can act on stay: the weights a checkpoint lacked, a
 bad setting, a slow data loader.
 """
 
 import logging
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # Lightning's rank-zero messages go through this logger.
 _LIGHTNING_RANK_ZERO = "pytorch_lightning.utilities.rank_zero"
@@ -44,9 +47,38 @@ _LIGHTNING_LOADER_NOT_RESUMABLE = r"You're resuming from a checkpoint that ended
 _LIGHTNING_CHECKPOINTS_NOT_EMPTY = r"Checkpoint directory .* exists and is not empty"
 
 
+# Logged by datasets' CSV and JSON readers just before they raise: seqcls reports the same
+# parser error in one line of its own, naming the flag (data/tables.py).
+_DATASETS_READERS = ("datasets.packaged_modules.csv.csv", "datasets.packaged_modules.json.json")
+_DATASETS_READ_FAILED = ("Failed to read file",)
+# transformers' report of the weights a model folder lacked, logged as the model loads: the
+# label layer "newly initialized ... Consider training on your downstream task". Where a
+# checkpoint's weights then replace every one of them, the report is untrue.
+_TRANSFORMERS_LOADING = "transformers.modeling_utils"
+_LOAD_REPORT = " LOAD REPORT"
+
+
 class _DropLines(logging.Filter):
+    def __init__(self, starts: tuple[str, ...] = _DROPPED_LINES, within: str | None = None):
+        super().__init__()
+        self.starts, self.within = starts, within
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_DROPPED_LINES)
+        message = str(record.msg)
+        inside = self.within is not None and self.within in message
+        return not (message.startswith(self.starts) or inside)
+
+
+@contextmanager
+def without_load_report() -> Iterator[None]:
+    """Drop transformers' load report while models load whose weights a checkpoint replaces."""
+    loading = logging.getLogger(_TRANSFORMERS_LOADING)
+    drop = _DropLines((), within=_LOAD_REPORT)
+    loading.addFilter(drop)
+    try:
+        yield
+    finally:
+        loading.removeFilter(drop)
 
 
 def quiet_libraries() -> None:
@@ -59,6 +91,10 @@ def quiet_libraries() -> None:
     rank_zero = logging.getLogger(_LIGHTNING_RANK_ZERO)
     if not any(isinstance(known, _DropLines) for known in rank_zero.filters):
         rank_zero.addFilter(_DropLines())
+    for name in _DATASETS_READERS:
+        reader = logging.getLogger(name)
+        if not any(isinstance(known, _DropLines) for known in reader.filters):
+            reader.addFilter(_DropLines(_DATASETS_READ_FAILED))
     warnings.filterwarnings("ignore", message=_LIGHTNING_PYTREE_DEPRECATION)
     warnings.filterwarnings("ignore", message=_LIGHTNING_ARGS_AND_ARGV)
     warnings.filterwarnings("ignore", message=_SPEARMAN_BUFFER)
