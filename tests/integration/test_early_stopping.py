@@ -64,3 +64,19 @@ def test_an_early_stopping_callback_that_would_stop_on_improvement_is_refused(
     assert "monitor val/accuracy with mode min" in line
     assert "--trainer.callbacks.mode max" in line
     assert not run.exists()
+
+
+def test_patience_with_validation_off_is_refused(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # Lightning would never ask the stop, and the fit would run its whole schedule.
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        main(fit_args(run, tiny_bert, "--trainer.limit_val_batches", "0",
+                      "--early_stopping.patience", "2"))  # fmt: skip
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "seqcls: error: --early_stopping.patience 2: early stopping watches validation, which "
+        "--trainer.limit_val_batches 0 turns off; leave one of them out"
+    )
+    assert not (run / "checkpoints").exists()

@@ -196,3 +196,16 @@ def test_the_load_report_shows_only_where_no_checkpoint_replaces_the_weights(
         # Only while those models loaded: a later load reports again.
         transformers.AutoModelForSequenceClassification.from_pretrained(str(tiny_bert))
     assert any("LOAD REPORT" in message for message in loading.messages)
+
+
+def test_a_fit_without_validation_is_not_warned_of_an_unlogged_monitor(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    # Its last lines say nothing was validated; a monitor validation never logs is refused
+    # at setup.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_libraries()
+        fit_tiny(tiny_bert, tmp_path / "run", "--trainer.limit_val_batches", "0")
+    messages = [str(warning.message) for warning in caught]
+    assert not [m for m in messages if "could not find the monitored key" in m], messages

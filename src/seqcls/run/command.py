@@ -248,7 +248,10 @@ class RunCLI(LightningCLI):
         if config.get("enable_checkpointing") is not False:
             callbacks += [best, self.last_checkpoint]
         if self.subcommand == "fit":
-            stop = early_stopping(self._config().early_stopping, best.monitor, best.mode)
+            validates = config.get("limit_val_batches") not in (0, 0.0)
+            stop = early_stopping(
+                self._config().early_stopping, best.monitor, best.mode, validates=validates
+            )
             callbacks += [stop] if stop is not None else []
         check_monitor_directions([*given, *configured])
         config["callbacks"] = callbacks

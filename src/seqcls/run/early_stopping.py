@@ -52,11 +52,19 @@ class StopWhenStalled(EarlyStopping):
             )
 
 
-def early_stopping(options: Any, monitor: str | None, mode: str) -> EarlyStopping | None:
-    """The stop ``options`` (``--early_stopping.*``) ask for on ``monitor``; None when off."""
+def early_stopping(
+    options: Any, monitor: str | None, mode: str, *, validates: bool = True
+) -> EarlyStopping | None:
+    """The stop ``options`` (``--early_stopping.*``) ask for on ``monitor``; None when off.
+    ``validates``: False where --trainer.limit_val_batches 0 turns validation off."""
     patience = options.get("patience")
     if patience is None:
         return None
+    if not validates:  # Lightning's stop would never be asked, and the fit run to its end
+        raise ConfigurationError(
+            f"--early_stopping.patience {patience}: early stopping watches validation, which "
+            "--trainer.limit_val_batches 0 turns off; leave one of them out"
+        )
     if monitor is None:
         raise ConfigurationError(
             f"--early_stopping.patience {patience}: this fit has no validation metric to "

@@ -5,8 +5,8 @@ progress bars for steps that take a fraction of a second (reading a CSV, loading
 the weights), an advertisement for a hosted logger, a deprecation that Lightning's own
 code triggers under newer torch, warnings about stops and resumes that seqcls handles
 itself, a reader's error that seqcls says again in its own line, and a report of weights
-"newly initialized" that a checkpoint then replaces. Warnings and log lines a user can act on stay: the weights a checkpoint lacked, a
-bad setting, a slow data loader.
+"newly initialized" that a checkpoint then replaces. Warnings and log lines a user can act on
+stay: the weights a checkpoint lacked, a bad setting, a slow data loader.
 """
 
 import logging
@@ -47,6 +47,10 @@ _LIGHTNING_LOADER_NOT_RESUMABLE = r"You're resuming from a checkpoint that ended
 _LIGHTNING_CHECKPOINTS_NOT_EMPTY = r"Checkpoint directory .* exists and is not empty"
 
 
+# Raised by ModelCheckpoint at each epoch's end of a fit whose validation is off
+# (--trainer.limit_val_batches 0): a monitor that validation never logs is refused at setup
+# (run/config_checks.py), and the fit's last lines say that nothing was validated.
+_LIGHTNING_MONITOR_NOT_LOGGED = r"`ModelCheckpoint\(monitor=.*could not find the monitored key"
 # Logged by datasets' CSV and JSON readers just before they raise: seqcls reports the same
 # parser error in one line of its own, naming the flag (data/tables.py).
 _DATASETS_READERS = ("datasets.packaged_modules.csv.csv", "datasets.packaged_modules.json.json")
@@ -100,3 +104,4 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=_SPEARMAN_BUFFER)
     warnings.filterwarnings("ignore", message=_LIGHTNING_LOADER_NOT_RESUMABLE)
     warnings.filterwarnings("ignore", message=_LIGHTNING_CHECKPOINTS_NOT_EMPTY)
+    warnings.filterwarnings("ignore", message=_LIGHTNING_MONITOR_NOT_LOGGED)
