@@ -314,3 +314,11 @@ def test_a_given_file_that_cannot_serve_is_one_line(
     with pytest.raises(ConfigurationError) as error:
         start_point(str(path), str(tmp_path / "checkpoints"), tmp_path, automatic=resuming)
     assert str(error.value) == f"--ckpt_path {path}: {problem}; give a .ckpt file that seqcls saved"
+
+
+def test_a_flag_without_its_value_says_how_to_give_a_negative_one() -> None:
+    message = "argument --model.weight_decay: expected one argument"
+    assert one_line(message, []) == (
+        "--model.weight_decay: no value given; a value that starts with '-' goes as "
+        "--model.weight_decay=VALUE"
+    )

@@ -72,6 +72,10 @@ def one_line(message: str, known: list[str], command: str = "seqcls fit") -> str
         hint = f"did you mean {'--' if given.startswith('--') else ''}{close[0]}?" if close else ""
         listing = f"{command} --help lists every option"
         return f"{given}: unknown {where}; {hint + ' ' if hint else ''}({listing})"
+    missing = re.search(r"argument (--\S+): expected one argument", message)
+    if missing:  # argparse reads a value starting with "-" (-1e-3) as the next option
+        flag = missing.group(1)
+        return f"{flag}: no value given; a value that starts with '-' goes as {flag}=VALUE"
     key = re.search(r'Parser key "([^"]+)"', message)
     given = re.search(r"(?:Given|Got) value: (.*)", message)
     expected = re.findall(r"Expected a <class '([^']+)'>", message)
