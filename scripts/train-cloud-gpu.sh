@@ -11,13 +11,16 @@
 #   --region R             Vertex AI region, e.g. us-central1 (default: $REGION, else gcloud's ai/region)
 #   --bucket gs://B        bucket (or gs://B/PREFIX) for the run (default: $BUCKET)
 #   --image URI            training image (default: R-docker.pkg.dev/P/seqcls/seqcls-gpu:latest,
-#                          what cloudbuild.yaml pushes; $IMAGE; $REPOSITORY replaces seqcls)
-#   --name NAME            job display name and run folder (default: seqcls-gpu-UTCDATE-TIME)
+#                          what cloudbuild.yaml pushes with --substitutions=_REGION=R, the same
+#                          region; $IMAGE; $REPOSITORY replaces seqcls)
+#   --name NAME            job display name and run folder, at most 128 characters
+#                          (default: seqcls-gpu-UTCDATE-TIME)
 #   --service-account SA   run as this service account (default: $SERVICE_ACCOUNT, else Vertex's)
 #   --env NAME=VALUE       set an environment variable in the training container (repeatable);
 #                          values are stored in the job spec, visible to anyone who can view the
 #                          job: pass a secret's name there, never the secret (docs/cloud.md)
-#   --machine-type T       default g2-standard-12; the families and their GPUs:
+#   --machine-type T       default g2-standard-12; the families (a2/a3: -Ng, the GPU count)
+#                          and their GPUs:
 #                          a2-highgpu/a2-megagpu NVIDIA_TESLA_A100, a2-ultragpu NVIDIA_A100_80GB,
 #                          a3-highgpu NVIDIA_H100_80GB, a3-megagpu NVIDIA_H100_MEGA_80GB,
 #                          a3-ultragpu NVIDIA_H200_141GB, g2 NVIDIA_L4,
@@ -40,16 +43,22 @@
 #   --parallel K           trials that run at once (default 1); this and the three below
 #                          only with --tune
 #   --tune-space FILE      the search space (default configs/tune/space.yaml, as seqcls tune)
-#   --tune-metric M        the validation metric to optimise (default val/accuracy; val/mse
-#                          and val/loss are minimised, the others maximised)
+#   --tune-metric M        the validation metric to optimise, val/NAME as seqcls logs it
+#                          (default: the one that picks the best checkpoint, the first of the
+#                          stacked data config's metrics: val/accuracy for GLUE RTE,
+#                          val/pearson for STS-B; val/mse and val/loss are minimised, the
+#                          others maximised)
 #   --tune-algorithm A     ALGORITHM_UNSPECIFIED (default: Vertex AI's Bayesian search),
-#                          GRID_SEARCH or RANDOM_SEARCH
+#                          GRID_SEARCH (every parameter of the space with a step or choices)
+#                          or RANDOM_SEARCH
 #   --dry-run              print the spec and the gcloud command; touch nothing, call nothing
 #
 # Arguments after -- are the container's: seqcls's own, verbatim. Without them:
 #   fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
 #       --config configs/trainer/gpu.yaml (multinode.yaml with --nodes 2+) --ckpt_path last
-# plus --trainer.precision 16-mixed on n1 machines: T4, V100 and P4 have no bf16.
+# plus --trainer.precision 16-mixed on n1 machines: T4, V100 and P4 have no bf16. The launcher
+# sets the run directory: a --trainer.default_root_dir there, or in a config file stacked
+# there, must be a gs:// one.
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"
@@ -108,6 +117,15 @@ gpu_machines() {
   esac
 }
 
+# The GPU machine types Vertex AI offers; n1 takes any size (n1-standard-8).
+known_machines="$(echo a2-highgpu-{1,2,4,8}g a2-megagpu-16g a2-ultragpu-{1,2,4,8}g \
+  a3-highgpu-{1,2,4,8}g a3-megagpu-8g a3-ultragpu-8g g2-standard-{4,8,12,16,24,32,48,96})"
+
+check_machine_type() {
+  [[ " $known_machines " == *" $machine_type "* || "$machine_type" =~ ^n1-(standard|highmem|highcpu)-[1-9][0-9]*$ ]] ||
+    die "--machine-type $machine_type: not a GPU machine type this script knows; one of a2-highgpu-{1,2,4,8}g, a2-megagpu-16g, a2-ultragpu-{1,2,4,8}g, a3-highgpu-{1,2,4,8}g, a3-megagpu-8g, a3-ultragpu-8g, g2-standard-{4,8,12,16,24,32,48,96}, n1-{standard,highmem,highcpu}-CPUS"
+}
+
 # The GPUs per node that a machine type comes with: a2/a3 say it in the name (a2-highgpu-4g),
 # g2 by its size; n1 machines take a count of their own (see n1_gpu_counts).
 machine_gpu_count() {
@@ -156,6 +174,9 @@ reducers_advised() {
 
 check_reducers() {
   local advised
+  # Decimal without leading zeros, as need_count: bash and YAML 1.1 read 010 as octal.
+  [[ "$reducers" == auto || "$reducers" =~ ^[1-9][0-9]{0,8}$ ]] ||
+    die "--reduction-server $reducers: expected a count of reducers, or auto; a count in decimal without leading zeros"
   ((nodes > 1)) ||
     die "--reduction-server $reducers needs --nodes 2 or more: reducers sum gradients between nodes"
   advised="$(reducers_advised)"
@@ -165,7 +186,6 @@ check_reducers() {
     reducers="$advised"
     return 0
   fi
-  [[ "$reducers" =~ ^[0-9]+$ ]] || die "--reduction-server $reducers: expected a count of reducers, or auto"
   if [[ -n "$advised" ]] && ((reducers < advised)); then
     echo "$script: warning: --reduction-server $reducers: $nodes x $machine_type send faster than $reducers reducers can take; Google advises $advised (--reduction-server auto)" >&2
   fi
@@ -173,9 +193,8 @@ check_reducers() {
 
 check_target() {
   local gpus fixed_count
+  check_machine_type
   gpus="$(machine_gpus "$machine_type")"
-  [[ -n "$gpus" ]] ||
-    die "--machine-type $machine_type: not a GPU machine type this script knows (a2-*, a3-*, g2-*, n1-*)"
   accelerator_type="${accelerator_type:-${gpus%% *}}"
   if [[ " $gpus " != *" $accelerator_type "* ]]; then
     local fits
@@ -192,7 +211,7 @@ check_target() {
   if [[ "$machine_type" == n1-* ]]; then
     local counts
     counts="$(n1_gpu_counts "$accelerator_type")"
-    if [[ " $counts " != *" $((10#$accelerator_count)) "* ]]; then
+    if [[ " $counts " != *" $accelerator_count "* ]]; then
       counts="${counts// /, }"
       die "--accelerator-count $accelerator_count: an n1 machine takes ${counts%, *} or ${counts##*, } $accelerator_type"
     fi
@@ -209,10 +228,14 @@ check_target() {
 # in 16-mixed (fp16 with loss scaling). Arguments after -- that stack a GPU config must say so,
 # or the job would stop at its start.
 check_n1_precision() {
-  local arg stacks_gpu_config=false
+  local arg config stacks_gpu_config=false
   for arg in "${seqcls_args[@]}"; do
     case "$arg" in
       --trainer.precision | --trainer.precision=*) return 0 ;;
+    esac
+  done
+  for config in "${stacked_configs[@]}"; do
+    case "$config" in
       configs/trainer/gpu.yaml | configs/trainer/multinode.yaml) stacks_gpu_config=true ;;
     esac
   done

@@ -12,8 +12,10 @@
 #                          else gcloud's ai/region)
 #   --bucket gs://B        bucket (or gs://B/PREFIX) for the run (default: $BUCKET)
 #   --image URI            training image (default: R-docker.pkg.dev/P/seqcls/seqcls-tpu:latest,
-#                          what cloudbuild.yaml pushes; $IMAGE; $REPOSITORY replaces seqcls)
-#   --name NAME            job display name and run folder (default: seqcls-tpu-UTCDATE-TIME)
+#                          what cloudbuild.yaml pushes with --substitutions=_REGION=R, the same
+#                          region; $IMAGE; $REPOSITORY replaces seqcls)
+#   --name NAME            job display name and run folder, at most 128 characters
+#                          (default: seqcls-tpu-UTCDATE-TIME)
 #   --service-account SA   run as this service account (default: $SERVICE_ACCOUNT, else Vertex's)
 #   --env NAME=VALUE       set an environment variable in the training container (repeatable);
 #                          values are stored in the job spec, visible to anyone who can view the
@@ -29,6 +31,8 @@
 # configs/trainer/tpu.yaml yourself). Without them:
 #   fit --config configs/data/glue/rte.yaml --config configs/model/roberta-base.yaml
 #       --config configs/trainer/tpu.yaml --ckpt_path last
+# The launcher sets the run directory: a --trainer.default_root_dir there, or in a config file
+# stacked there, must be a gs:// one.
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"

@@ -5,6 +5,7 @@
 # shellcheck shell=bash
 
 script="$(basename "$0")"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 project="${PROJECT:-}"
 region="${REGION:-}"
 bucket="${BUCKET:-}"
@@ -24,9 +25,15 @@ tune_trials=0
 tune_parallel=1
 tune_option_given="" # the last of --parallel, --tune-space, ... given, for check_tuning
 tune_space="" # configs/tune/space.yaml
-tune_metric=val/accuracy
+tune_metric="" # empty: the one that picks the best checkpoint (seqcls/tune/vertex.py)
 tune_algorithm=ALGORITHM_UNSPECIFIED
 study_spec=""
+# From the seqcls arguments (scan_seqcls_args): the --config files as the container names them,
+# in order; what seqcls.tune.vertex reads the data's metrics from; the run directory they set.
+stacked_configs=()
+data_sources=()
+root_dir=""
+root_dir_from=""
 
 # One line on stderr naming what is wrong and how to fix it, then exit 2 (a usage error).
 die() {
@@ -44,9 +51,12 @@ need_value() {
   [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value; see $script --help"
 }
 
-# Dies unless option $1's value $2 is a whole number >= $3.
+# Dies unless option $1's value $2 is a whole number >= $3. In decimal without leading zeros:
+# bash reads 010 as octal 8 and 08 not at all, and so does gcloud's YAML 1.1 in the spec.
 need_count() {
-  if [[ ! "$2" =~ ^[0-9]+$ ]] || (($2 < $3)); then die "$1 $2: expected a whole number >= $3"; fi
+  if [[ ! "$2" =~ ^(0|[1-9][0-9]{0,8})$ ]] || (($2 < $3)); then
+    die "$1 $2: expected a whole number >= $3, in decimal without leading zeros"
+  fi
 }
 
 # add_env NAME=VALUE: one more variable for the training container (containerSpec.env).
@@ -99,17 +109,112 @@ parse_options() {
   done
 }
 
+# A --config path as the container names it, relative to its working directory (the
+# repository's root): ./configs/x.yaml, REPO/configs/x.yaml and /app/configs/x.yaml (the
+# images' WORKDIR) are configs/x.yaml, so the checks below see every spelling of a file.
+container_path() {
+  local path="$1"
+  if [[ "$path" == "$repo"/* ]]; then path="${path#"$repo"/}"; fi
+  if [[ "$path" == /app/* ]]; then path="${path#/app/}"; fi
+  while [[ "$path" == ./* ]]; do path="${path#./}"; done
+  while [[ "$path" == */./* ]]; do path="${path//\/.\//\/}"; done
+  echo "$path"
+}
+
+# The Python that reads YAML for the launchers: any Python 3.11+ with PyYAML, the repository's
+# .venv (scripts/setup.sh) first, else python3; PYTHON overrides both.
+python_command() {
+  if [[ -n "${PYTHON:-}" ]]; then
+    echo "$PYTHON"
+  elif [[ -x "$repo/.venv/bin/python" ]]; then
+    echo "$repo/.venv/bin/python"
+  else
+    echo python3
+  fi
+}
+
+# seqcls.tune.vertex ARGS: its output, or die with its one-line error (the last line, should
+# Python itself fail, e.g. without PyYAML).
+vertex_py() {
+  local output python
+  python="$(python_command)"
+  if ! output="$(PYTHONPATH="$repo/src" "$python" -m seqcls.tune.vertex "$@" 2>&1)"; then
+    die "${output##*$'\n'}"
+  fi
+  echo "$output"
+}
+
+# Reads the seqcls arguments, in order, for what the checks need: the --config files (any of
+# --config F, --config=F, -c F), the data settings that name the metrics, and the run
+# directory (a later one overrides an earlier one, as in seqcls). A config file of the
+# repository is read with Python only when it mentions default_root_dir, so most launches need
+# no Python at all; a file that is not here (gs://, one of the image's own) is passed over.
+scan_seqcls_args() {
+  local i arg flag value file
+  for ((i = 0; i < ${#seqcls_args[@]}; i++)); do
+    arg="${seqcls_args[i]}"
+    case "$arg" in
+      --config=* | --trainer.default_root_dir=* | --data.*=*) flag="${arg%%=*}" value="${arg#*=}" ;;
+      --config | -c | --trainer.default_root_dir | --data.*)
+        flag="$arg" value="${seqcls_args[i + 1]:-}"
+        i=$((i + 1))
+        ;;
+      *) continue ;;
+    esac
+    case "$flag" in
+      --config | -c)
+        value="$(container_path "$value")"
+        stacked_configs+=("$value")
+        file="$value"
+        [[ "$file" == /* ]] || file="$repo/$file"
+        [[ "$value" != *://* && -f "$file" ]] || continue
+        # Named from where the launcher runs, usually the repository's root, in messages.
+        file="${file#"$PWD"/}"
+        data_sources+=("$file")
+        if grep -q default_root_dir "$file"; then
+          value="$(vertex_py --get trainer.default_root_dir "$file")"
+          if [[ -n "$value" ]]; then root_dir="$value" root_dir_from="--config ${stacked_configs[-1]}"; fi
+        fi
+        ;;
+      --trainer.default_root_dir)
+        root_dir="$value" root_dir_from="$flag"
+        [[ "$value" != null ]] || root_dir=""
+        ;;
+      --data.metrics | --data.problem_type | --data.validation_split | --data.validation_file)
+        data_sources+=("$flag=$value")
+        ;;
+    esac
+  done
+}
+
 # refuse_trainer_configs USE OTHER...: dies when the seqcls arguments stack one of the OTHER
 # trainer configs, made for other machines than the launcher's: the job would stop at start.
 refuse_trainer_configs() {
-  local use="$1" arg other
+  local use="$1" config other
   shift
-  for arg in "${seqcls_args[@]}"; do
+  for config in "${stacked_configs[@]}"; do
     for other in "$@"; do
-      [[ "$arg" != "$other" ]] ||
-        die "-- ... --config $arg: not for the machines $script starts; stack $use instead"
+      [[ "$config" != "$other" ]] ||
+        die "-- ... --config $config: not for the machines $script starts; stack $use instead"
     done
   done
+}
+
+# A run directory chosen in the seqcls arguments overrides the job's baseOutputDirectory
+# (AIP_*): a local one is the container's disk, gone when the job ends; a gs:// one is where
+# the run lands, so the launcher names it. A tuning job's trials need one folder each.
+check_run_dir() {
+  [[ -n "$root_dir" ]] || return 0
+  local given="-- ... $root_dir_from $root_dir"
+  [[ "$root_dir_from" == --trainer.* ]] || given="-- ... $root_dir_from: it sets trainer.default_root_dir $root_dir"
+  if [[ "$tune_trials" != 0 ]]; then
+    [[ "$root_dir_from" == --trainer.* ]] ||
+      die "--tune: $given; each trial writes to its own folder under $bucket/runs/$name: stack a config without it"
+    die "--tune: leave --trainer.default_root_dir out after --; each trial writes to its own folder under $bucket/runs/$name"
+  fi
+  [[ "$root_dir" == gs://?* ]] ||
+    die "$given, the container's own disk, lost when the job ends; the launcher sets the run directory under --bucket ($run_dir): leave it out"
+  run_dir_shown="$root_dir"
 }
 
 # The value of a gcloud setting, or nothing. Never called by --dry-run, which needs no gcloud.
@@ -125,10 +230,15 @@ resolve_options() {
     [[ -n "$project" ]] || project="$(gcloud_setting project)"
     [[ -n "$region" ]] || region="$(gcloud_setting ai/region)"
   fi
-  [[ -n "$project" ]] ||
-    die "--project is required (or PROJECT, or gcloud config set project), e.g. --project my-project"
-  [[ -n "$region" ]] ||
-    die "--region is required (or REGION, or gcloud config set ai/region), e.g. --region us-central1"
+  # --dry-run reads no gcloud setting: name only what works there.
+  local or_project="PROJECT, or gcloud config set project" or_region="REGION, or gcloud config set ai/region"
+  if $dry_run; then or_project=PROJECT or_region=REGION; fi
+  [[ -n "$project" ]] || die "--project is required (or $or_project), e.g. --project my-project"
+  # Google's rule: 6 to 30 lowercase letters, digits and hyphens, from a letter, not ending in
+  # a hyphen; a domain-scoped project (example.com:my-project) has its domain in front.
+  [[ "$project" =~ ^([a-z0-9.-]+\.[a-z]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]$ ]] ||
+    die "--project $project: not a Google Cloud project ID (6-30 lowercase letters, digits and hyphens, from a letter; or DOMAIN:ID), e.g. --project my-project"
+  [[ -n "$region" ]] || die "--region is required (or $or_region), e.g. --region us-central1"
   [[ "$region" =~ ^[a-z]+-[a-z]+[0-9]+$ ]] ||
     die "--region $region: not a Google Cloud region, e.g. us-central1"
   [[ -n "$bucket" ]] || die "--bucket is required (gs://BUCKET), e.g. --bucket gs://my-bucket"
@@ -137,10 +247,16 @@ resolve_options() {
   name="${name:-$image_name-$(date -u +%Y%m%d-%H%M%S)}"
   [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] ||
     die "--name $name: use letters, digits, '.', '_' and '-' (it names the run's folder)"
-  image="${image:-$region-docker.pkg.dev/$project/$repository/$image_name:latest}"
+  # Vertex AI's limit for a job's displayName.
+  ((${#name} <= 128)) || die "--name: ${#name} characters; Vertex AI takes at most 128"
+  # Artifact Registry names a domain-scoped project DOMAIN/ID in an image's path.
+  image="${image:-$region-docker.pkg.dev/${project/://}/$repository/$image_name:latest}"
   [[ -n "$image" && "$image" != *[[:space:]]* ]] || die "--image '$image': expected REGION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG"
   run_dir="$bucket/runs/$name"
+  run_dir_shown="$run_dir"
+  scan_seqcls_args
   check_target
+  check_run_dir
   ((${#seqcls_args[@]})) || default_seqcls_args
 }
 
@@ -151,6 +267,7 @@ yaml_string() {
   s="${s//\"/\\\"}"
   s="${s//$'\n'/\\n}"
   s="${s//$'\t'/\\t}"
+  s="${s//$'\r'/\\r}"
   printf '"%s"' "$s"
 }
 
@@ -217,22 +334,9 @@ check_tuning() {
     ALGORITHM_UNSPECIFIED | GRID_SEARCH | RANDOM_SEARCH) ;;
     *) die "--tune-algorithm $tune_algorithm: one of ALGORITHM_UNSPECIFIED, GRID_SEARCH, RANDOM_SEARCH" ;;
   esac
-  local arg
-  for arg in "${seqcls_args[@]}"; do
-    case "$arg" in
-      --trainer.default_root_dir | --trainer.default_root_dir=*)
-        die "--tune: leave --trainer.default_root_dir out after --; each trial writes to its own folder under $bucket/runs/$name" ;;
-    esac
-  done
-  local repo python
-  repo="$(cd "$(dirname "$0")/.." && pwd)"
-  # Any Python 3.11+ with PyYAML: the repository's .venv (scripts/setup.sh), else python3.
-  python="${PYTHON:-python3}"
-  [[ -n "${PYTHON:-}" || ! -x "$repo/.venv/bin/python" ]] || python="$repo/.venv/bin/python"
-  if ! study_spec="$(PYTHONPATH="$repo/src" "$python" -m seqcls.tune.vertex \
-    "${tune_space:-$repo/configs/tune/space.yaml}" "$tune_metric" "$tune_algorithm" 2>&1)"; then
-    die "${study_spec##*$'\n'}"
-  fi
+  local space="${tune_space:-$repo/configs/tune/space.yaml}"
+  # The default arguments stack GLUE RTE, whose metric is the default's (val/accuracy).
+  study_spec="$(vertex_py "${space#"$PWD"/}" "$tune_metric" "$tune_algorithm" "${data_sources[@]}")"
 }
 
 # The HyperparameterTuningJob's fields (gcloud's --config): the study, then the trial's job.
@@ -252,7 +356,7 @@ spec() {
 launch() {
   if $dry_run; then
     create_command job.yaml
-    local printed kind="CustomJobSpec" where="Run directory: $run_dir"
+    local printed kind="CustomJobSpec" where="Run directory: $run_dir_shown"
     if ((tune_trials)); then
       kind="HyperparameterTuningJob"
       where="Run directories: $run_dir/TRIAL_ID, one per trial"
@@ -270,7 +374,7 @@ launch() {
   trap "rm -rf '$spec_dir'" EXIT
   spec >"$spec_dir/job.yaml"
   create_command "$spec_dir/job.yaml"
-  echo "$script: run directory $run_dir" >&2
+  echo "$script: run directory $run_dir_shown" >&2
   "${gcloud_command[@]}"
 }
 

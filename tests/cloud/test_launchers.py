@@ -296,8 +296,20 @@ def test_environment_defaults(launcher: Launcher) -> None:
 
 MISTAKES = [
     (GPU, ["--region", "us-central1", "--bucket", "gs://b"], "--project is required"),
-    (TPU, ["--project", "p", "--bucket", "gs://b"], "--region is required"),
-    (GPU, ["--project", "p", "--region", "us-central1"], "--bucket is required (gs://BUCKET)"),
+    (TPU, ["--project", "my-project", "--bucket", "gs://b"], "--region is required"),
+    # --dry-run reads no gcloud setting, so the message names only what works there.
+    (GPU, ["--region", "us-central1", "--bucket", "gs://b"],
+     "--project is required (or PROJECT), e.g. --project my-project"),
+    (TPU, ["--project", "my-project", "--bucket", "gs://b"],
+     "--region is required (or REGION), e.g. --region us-central1"),
+    (GPU, ["--project", "my project", *REQUIRED[2:]],
+     "--project my project: not a Google Cloud project ID (6-30 lowercase letters, digits and "
+     "hyphens, from a letter; or DOMAIN:ID)"),
+    (TPU, ["--project", "My_Project", *REQUIRED[2:]], "--project My_Project: not a Google Cloud"),
+    (GPU, ["--project", "p", *REQUIRED[2:]], "--project p: not a Google Cloud project ID"),
+    (GPU, ["--project", "my-project-", *REQUIRED[2:]], "--project my-project-: not a Google"),
+    (GPU, [*REQUIRED, "--name", "n" * 129], "--name: 129 characters; Vertex AI takes at most 128"),
+    (GPU, REQUIRED[:4], "--bucket is required (gs://BUCKET)"),
     (TPU, [*REQUIRED[:4], "--bucket", "my-bucket"], "--bucket my-bucket: must start with gs://"),
     (GPU, [*REQUIRED, "--image", ""], "--image needs a value"),
     (GPU, [*REQUIRED, "--machine-type", "a2-highgpu-1g", "--accelerator-type", "NVIDIA_L4"],
@@ -308,6 +320,13 @@ MISTAKES = [
     (GPU, [*REQUIRED, "--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_H100_80GB"],
      "for NVIDIA_H100_80GB use a3-highgpu-*"),
     (GPU, [*REQUIRED, "--machine-type", "e2-standard-8"], "not a GPU machine type"),
+    (GPU, [*REQUIRED, "--machine-type", "a2-highgpu-8"],
+     "--machine-type a2-highgpu-8: not a GPU machine type this script knows; one of "
+     "a2-highgpu-{1,2,4,8}g, a2-megagpu-16g, a2-ultragpu-{1,2,4,8}g, a3-highgpu-{1,2,4,8}g, "
+     "a3-megagpu-8g, a3-ultragpu-8g, g2-standard-{4,8,12,16,24,32,48,96}, "
+     "n1-{standard,highmem,highcpu}-CPUS"),
+    (GPU, [*REQUIRED, "--machine-type", "g2-standard-13"], "--machine-type g2-standard-13: not a"),
+    (GPU, [*REQUIRED, "--machine-type", "n1-standard"], "--machine-type n1-standard: not a GPU"),
     (GPU, [*REQUIRED, "--accelerator-type", "NVIDIA_K80"], "--accelerator-type NVIDIA_K80: unkno"),
     (GPU, [*REQUIRED, "--machine-type", "a2-highgpu-2g", "--accelerator-count", "1"],
      "a2-highgpu-2g comes with 2 GPU(s)"),
@@ -340,12 +359,56 @@ MISTAKES = [
      "--config configs/trainer/tpu.yaml: not for the machines train-cloud-gpu.sh starts"),
     (GPU, [*REQUIRED, "--", "fit", "--config", "configs/trainer/cpu.yaml"],
      "stack configs/trainer/gpu.yaml instead"),
+    # Every spelling of a trainer config is the same file to seqcls: --config=F, -c F, ./F,
+    # the repository's absolute path, the image's (WORKDIR /app).
+    (TPU, [*REQUIRED, "--", "fit", "--config=configs/trainer/gpu.yaml"],
+     "-- ... --config configs/trainer/gpu.yaml: not for the machines train-cloud-tpu.sh starts"),
+    (TPU, [*REQUIRED, "--", "fit", "-c", "./configs/trainer/multinode.yaml"],
+     "-- ... --config configs/trainer/multinode.yaml: not for the machines"),
+    (TPU, [*REQUIRED, "--", "fit", "--config", f"{REPO}/configs/trainer/cpu.yaml"],
+     "-- ... --config configs/trainer/cpu.yaml: not for the machines"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "/app/./configs/trainer/tpu.yaml"],
+     "-- ... --config configs/trainer/tpu.yaml: not for the machines"),
+    (GPU, [*REQUIRED, "--machine-type", "n1-standard-8", "--", "fit",
+           "--config=configs/trainer/gpu.yaml"], "NVIDIA_TESLA_T4 has no bf16"),
+    (GPU, [*REQUIRED, "--machine-type", "n1-standard-8", "--", "fit", "-c",
+           "./configs/trainer/multinode.yaml"], "NVIDIA_TESLA_T4 has no bf16"),
+    # A run directory of seqcls's own overrides the job's (AIP_*): a local one is lost.
+    (GPU, [*REQUIRED, "--name", "x", "--", "fit", "--trainer.default_root_dir", "runs/x"],
+     "-- ... --trainer.default_root_dir runs/x, the container's own disk, lost when the job "
+     "ends; the launcher sets the run directory under --bucket (gs://my-bucket/runs/x): "
+     "leave it out"),
+    (TPU, [*REQUIRED, "--", "fit", "--trainer.default_root_dir=/tmp/run"],
+     "-- ... --trainer.default_root_dir /tmp/run, the container's own disk"),
+    (GPU, [*REQUIRED, "--", "fit", "--config", "configs/local.yaml"],
+     "-- ... --config configs/local.yaml: it sets trainer.default_root_dir runs/quickstart, "
+     "the container's own disk, lost when the job ends; the launcher sets the run directory "
+     "under --bucket"),
+    (TPU, [*REQUIRED, "--", "fit", "--trainer.default_root_dir", "gs://b/r", "-c",
+           "./configs/local.yaml"], "--config configs/local.yaml: it sets trainer.default_root"),
+    (GPU, [*REQUIRED, "--tune", "2", "--", "fit", "--config", "configs/local.yaml"],
+     "--tune: -- ... --config configs/local.yaml: it sets trainer.default_root_dir "
+     "runs/quickstart; each trial writes to its own folder under gs://my-bucket/runs/"),
     (TPU, [*REQUIRED, "--nodes", "2"], "unknown option '--nodes'"),
     (GPU, [*REQUIRED, "--name", "my run"], "--name my run: use letters"),
     (GPU, [*REQUIRED, "--tune", "x"], "--tune x: expected a whole number >= 1"),
     (GPU, [*REQUIRED, "--tune", "2", "--parallel", "3"], "--parallel 3: more than the 2 trials"),
     (GPU, [*REQUIRED, "--parallel", "3"], "--parallel: only with --tune N; add --tune N or leave"),
     (GPU, [*REQUIRED, "--tune-metric", "val/f1"], "--tune-metric: only with --tune N"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-metric", "val/macro f1"],
+     "--tune-metric 'val/macro f1': Vertex AI takes no whitespace in a metric id"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-metric", "accuracy"],
+     "--tune-metric accuracy: seqcls reports val/NAME (val_SET/NAME with several validation "
+     "sets), e.g. val/accuracy; no trial would report this one"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-metric", "val/accuracy", "--", "fit", "--config",
+           "configs/data/glue/stsb.yaml", "--config", "configs/trainer/gpu.yaml"],
+     "--tune-metric val/accuracy: the job logs val/pearson, val/spearman, val/loss at "
+     "validation (configs/data/glue/stsb.yaml); pick one of them, or leave it out for "
+     "val/pearson"),
+    (GPU, [*REQUIRED, "--tune", "2", "--tune-algorithm", "GRID_SEARCH"],
+     "--tune-algorithm GRID_SEARCH: Vertex AI's grid takes only integer, categorical or "
+     "discrete parameters, and configs/tune/space.yaml gives model.learning_rate, "
+     "model.warmup_ratio, model.weight_decay a continuous range; give each a step or choices"),
     (GPU, [*REQUIRED, "--tune", "2", "--tune-algorithm", "HILL_CLIMB"],
      "--tune-algorithm HILL_CLIMB: one of ALGORITHM_UNSPECIFIED, GRID_SEARCH, RANDOM_SEARCH"),
     (GPU, [*REQUIRED, "--tune", "2", "--tune-space", "no/such.yaml"],
@@ -421,3 +484,128 @@ def test_tune_without_dry_run_submits_the_preview(launcher: Launcher) -> None:
     assert create.startswith("ai hp-tuning-jobs create --project my-project")
     preview = Launcher(launcher.bin.parent / "preview")
     assert launcher.submitted_spec() == preview.dry_run(GPU, "--name", "search", "--tune", "4")
+
+
+@pytest.mark.parametrize(
+    ("script", "option", "extra"),
+    [
+        (GPU, "--nodes", []),
+        (GPU, "--accelerator-count", ["--machine-type", "n1-standard-16"]),
+        (GPU, "--reduction-server", ["--nodes", "2"]),
+        (GPU, "--tune", []),
+        (GPU, "--parallel", ["--tune", "20"]),
+    ],
+)
+@pytest.mark.parametrize("value", ["08", "010", "02", "1e3", "99999999999"])
+def test_counts_are_decimal_without_leading_zeros(
+    launcher: Launcher, script: str, option: str, extra: list[str], value: str
+) -> None:
+    """bash reads 010 as octal 8 and 08 not at all, and gcloud's YAML 1.1 reads 010 as 8."""
+    result = launcher(script, "--dry-run", *REQUIRED, *extra, option, value, check=False)
+    assert (result.returncode, result.stdout) == (2, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"{script}: {option} {value}: expected ")
+    assert "in decimal without leading zeros" in line
+
+
+def test_counts_reach_the_spec_as_decimal(launcher: Launcher) -> None:
+    out = launcher(GPU, "--dry-run", *REQUIRED, "--nodes", "10", "--reduction-server", "10",
+                   "--tune", "10", "--parallel", "10").stdout  # fmt: skip
+    job = yaml.safe_load(out)  # YAML 1.1, as gcloud reads it
+    assert (job["maxTrialCount"], job["parallelTrialCount"]) == (10, 10)
+    assert [p["replicaCount"] for p in job["trialJobSpec"]["workerPoolSpecs"]] == [1, 9, 10]
+
+
+def test_a_search_space_that_is_not_yaml_is_one_line(launcher: Launcher, tmp_path: Path) -> None:
+    space = tmp_path / "s.yaml"
+    space.write_text("model.learning_rate: [1, 2\n")
+    result = launcher(GPU, "--dry-run", *REQUIRED, "--tune", "8", "--tune-space", str(space),
+                      check=False)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"{GPU}: --tune-space {space}: not YAML: line 2, column 1: expected ',' or ']', but "
+        "got '<stream end>' (while parsing a flow sequence from line 1, column 22)\n"
+    )
+
+
+def test_tune_metric_defaults_to_the_data_configs_main_metric(launcher: Launcher) -> None:
+    def metric(*args: str) -> str:
+        job = launcher.dry_run(GPU, "--tune", "4", *args)
+        [spec] = job["studySpec"]["metrics"]
+        return str(spec["metricId"])
+
+    assert metric() == "val/accuracy"  # the default arguments: GLUE RTE
+    stsb = ["--config", "./configs/data/glue/stsb.yaml", "--config", "configs/trainer/gpu.yaml"]
+    assert metric("--", "fit", *stsb) == "val/pearson"
+    assert metric("--", "fit", *stsb, "--data.metrics", "[spearman]") == "val/spearman"
+    assert metric("--tune-metric", "val/mse", "--", "fit", *stsb, "--data.metrics=[mse]") == (
+        "val/mse"
+    )
+    assert metric("--", "fit", "-c", "configs/data/glue/mnli.yaml") == "val_matched/accuracy"
+    # A config that is not here (the bucket's, the image's) says nothing: the default stays.
+    assert metric("--", "fit", "--config", "gs://b/data.yaml") == "val/accuracy"
+
+
+def test_grid_search_with_a_countable_space(launcher: Launcher, tmp_path: Path) -> None:
+    space = tmp_path / "grid.yaml"
+    space.write_text(
+        "model.learning_rate: {choices: [1.0e-5, 3.0e-5]}\ntrainer.max_epochs: {low: 2, high: 3}\n"
+    )
+    job = launcher.dry_run(GPU, "--tune", "4", "--tune-algorithm", "GRID_SEARCH",
+                           "--tune-space", str(space))  # fmt: skip
+    assert job["studySpec"]["algorithm"] == "GRID_SEARCH"
+
+
+def test_tuning_spec_floats_read_as_floats_in_yaml_1_1(launcher: Launcher) -> None:
+    """gcloud's YAML 1.1 reader warns at 1e-05 (MantissaNoDotYAML1_1Warning), and PyYAML,
+    YAML 1.1 too, reads it as text: the exponent carries a dot."""
+    out = launcher(GPU, "--dry-run", *REQUIRED, "--tune", "4").stdout
+    assert '"minValue": 1.0e-05' in out
+    [rate] = [p for p in yaml.safe_load(out)["studySpec"]["parameters"]
+              if p["parameterId"] == "model.learning_rate"]  # fmt: skip
+    assert rate["doubleValueSpec"] == {"minValue": 1e-05, "maxValue": 0.0002}
+
+
+def test_a_gs_run_directory_of_the_users_is_the_one_named(launcher: Launcher) -> None:
+    args = ["--", "fit", "--config", "configs/local.yaml", "--trainer.default_root_dir", "gs://b/r"]
+    out = launcher(GPU, "--dry-run", *REQUIRED, *args).stdout
+    assert "# Run directory: gs://b/r\n" in out
+    # null is seqcls's default: the job's own directory.
+    out = launcher(TPU, "--dry-run", *REQUIRED, "--name", "n", "--", "fit",
+                   "--trainer.default_root_dir=null").stdout  # fmt: skip
+    assert "# Run directory: gs://my-bucket/runs/n\n" in out
+
+
+def test_carriage_returns_are_escaped(launcher: Launcher) -> None:
+    spec = launcher.dry_run(GPU, "--env", "NOTE=a\rb", "--", "fit", "--data.x", "c\r\nd")
+    container = spec["workerPoolSpecs"][0]["containerSpec"]
+    assert container["env"] == [{"name": "NOTE", "value": "a\rb"}]
+    assert container["args"] == ["fit", "--data.x", "c\r\nd"]
+
+
+def test_a_domain_scoped_project_has_its_image_under_domain_slash_id(launcher: Launcher) -> None:
+    out = launcher(GPU, "--dry-run", "--project", "example.com:my-proj", *REQUIRED[2:]).stdout
+    assert "--project example.com:my-proj" in out
+    image = yaml.safe_load(out)["workerPoolSpecs"][0]["containerSpec"]["imageUri"]
+    assert image == "us-central1-docker.pkg.dev/example.com/my-proj/seqcls/seqcls-gpu:latest"
+    assert launcher.dry_run(GPU, "--name", "n" * 128)["baseOutputDirectory"]
+
+
+def test_the_default_image_is_the_one_the_documented_build_pushes() -> None:
+    """cloudbuild.yaml pushes to its _REGION (us-central1 unless given), the launchers' default
+    image is in the job's region: the documented build names the region it launches in."""
+    cloud = (REPO / "docs/cloud.md").read_text()
+    builds = [line for line in cloud.splitlines() if line.startswith("gcloud builds submit")]
+    assert builds
+    launches = [line for line in cloud.splitlines() if line.startswith("bash scripts/train-")]
+    regions = {shlex.split(line)[shlex.split(line).index("--region") + 1] for line in launches}
+    for build in builds:
+        substitutions = dict(
+            pair.split("=", 1)
+            for word in shlex.split(build, comments=True)
+            if word.startswith("--substitutions=")
+            for pair in word.removeprefix("--substitutions=").split(",")
+        )
+        assert {substitutions.get("_REGION")} == regions, build
+    for script in (GPU, TPU):
+        assert "--substitutions=_REGION=R" in (REPO / "scripts" / script).read_text()

@@ -92,6 +92,15 @@ def test_mistakes_name_the_file_and_the_flag(text: str, message: str) -> None:
     assert message in str(error.value)
 
 
+def test_a_file_that_is_not_yaml_is_one_line_with_its_place() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        SearchSpace.from_yaml("model.learning_rate: [1, 2\n", "space.yaml")
+    assert str(error.value) == (
+        "--tune.space space.yaml: not YAML: line 2, column 1: expected ',' or ']', but got "
+        "'<stream end>' (while parsing a flow sequence from line 1, column 22)"
+    )
+
+
 def test_every_problem_is_reported_at_once() -> None:
     text = "a.b: {low: 2, high: 1}\nc.d: {choices: []}\n"
     with pytest.raises(ConfigurationError, match=r"a\.b: needs low < high.*; c\.d: choices"):

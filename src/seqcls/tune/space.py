@@ -80,7 +80,7 @@ class SearchSpace:
         try:
             document = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            raise ConfigurationError(f"--tune.space {source}: not YAML ({error})") from None
+            raise ConfigurationError(f"--tune.space {source}: {yaml_problem(error)}") from None
         if not isinstance(document, Mapping) or not document:
             raise ConfigurationError(
                 f"--tune.space {source}: expected a mapping of flags to ranges, "
@@ -107,6 +107,20 @@ class SearchSpace:
             if re.search(rf"--{re.escape(parameter.flag)}(?![\w.])", str(error)):
                 return ConfigurationError(f"--tune.space {self.source}: {error}")
         return error
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML parse error in one line, where it is and what: PyYAML's own message spans four
+    lines (context, its place, problem, its place), and a launcher shows one."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context = getattr(error, "context", None)
+    context_mark = getattr(error, "context_mark", None)
+    if context and context_mark is not None:
+        line, column = context_mark.line + 1, context_mark.column + 1
+        problem += f" ({context} from line {line}, column {column})"
+    return f"not YAML: {where}{problem}"
 
 
 def nested(values: Mapping[str, Value]) -> dict[str, Any]:
