@@ -27,6 +27,19 @@ class SigtermAt(Callback):
             signal.raise_signal(signal.SIGTERM)
 
 
+class SigtermOnRankBeforeBackward(Callback):
+    """Send SIGTERM to the process of ``rank`` alone, before the backward pass of the step after
+    optimizer step ``step``: under DDP the other processes are then on their way into that
+    step's gradient all-reduce, as a signal that reaches one process mid-step finds them."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_before_backward(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGTERM)
+
+
 class PacedSteps(Callback):
     """Sleep ``seconds`` after each training step, so that a signal sent from outside after a
     fixed delay lands between steps however fast the machine computes them."""

@@ -12,6 +12,11 @@ Two things are added here:
 - The process exits with 128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as a
   shell reports a process killed by it. ``SIGTERMException`` is a ``SystemExit`` without a
   code, which would exit with 0: the platform would think the job succeeded, not retry it.
+- Under DDP (gloo or NCCL) the processes agree on the stop at the start of a training step,
+  which each reaches for the same batch, and stop together. Lightning 2.6's own handler
+  broadcasts from inside the signal handler, wherever the process happens to be: there the
+  broadcast meets another process's gradient all-reduce or metric gather, and the run hangs
+  or dies with a collective mismatch instead of saving ``last.ckpt``.
 """
 
 import logging
@@ -22,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.callbacks import Callback
 
 log = logging.getLogger(__name__)
@@ -33,23 +39,32 @@ _received: list[signal.Signals] = []
 class StopOnSignal(Callback):
     """Turn SIGTERM and SIGINT into a stop after the current training step (module docstring)."""
 
+    _agree = False  # several processes, which agree on the stop through a collective
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may set handlers (and only it receives signals)
         # Lightning registers its SIGTERM handler before this hook and restores the previous
         # handlers of every signal when the run ends, which removes these too.
         lightning_sigterm = signal.getsignal(signal.SIGTERM)
+        self._agree = agrees_by_collective(trainer)
 
         def stop(signum: int, frame: FrameType | None) -> None:
             if signum == signal.SIGINT and _received:
                 raise KeyboardInterrupt  # a second Ctrl-C: stop now, without a checkpoint
+            first = not _received
             _received.append(signal.Signals(signum))
             log.warning(
                 "%s received: saving a checkpoint after this step, then stopping",
                 signal.Signals(signum).name,
             )
+            if self._agree:  # the processes agree at the next step (on_train_batch_start)
+                launcher = trainer.strategy.launcher
+                if first and signum == signal.SIGTERM and launcher is not None:
+                    launcher.kill(signum)  # the processes this one started, as Lightning does
+                return
             if signum == signal.SIGTERM and callable(lightning_sigterm):
-                lightning_sigterm(signum, frame)  # also tells the other DDP processes
+                lightning_sigterm(signum, frame)
             # Lightning's loops check this flag after every batch (no public setter).
             trainer._signal_connector.received_sigterm = True
 
@@ -58,6 +73,32 @@ class StopOnSignal(Callback):
         signal.signal(signal.SIGINT, handler)
         if trainer.is_global_zero:
             log.info("Ctrl-C or SIGTERM from now on: stop after the current step, save last.ckpt")
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if not self._agree or trainer._signal_connector.received_sigterm:
+            return
+        # Every process is here for the same batch: if any was signalled, all set the flag now,
+        # so each of Lightning's checks (the broadcast before the next batch, the epoch's end)
+        # stops them all at the same point.
+        seen = torch.tensor([1.0 if _received else 0.0], device=trainer.strategy.root_device)
+        torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX)
+        if seen.item() > 0:
+            trainer._signal_connector.received_sigterm = True
+
+
+def agrees_by_collective(trainer: pl.Trainer) -> bool:
+    """Whether the run's processes agree on a stop at each step: DDP over gloo or NCCL. On
+    XLA a host read at every step would stall the device; there each process stops on its own
+    signal, as Lightning's handler has it."""
+    distributed = torch.distributed
+    return (
+        trainer.world_size > 1
+        and distributed.is_available()
+        and distributed.is_initialized()
+        and distributed.get_backend() in ("gloo", "nccl")
+    )
 
 
 def stop_signal() -> str:

@@ -1,0 +1,85 @@
+"""A DDP fit stopped by a signal that reaches one process mid-step: every process stops after
+the same step, ``last.ckpt`` is saved, the command exits 143, and running it again ends where
+an uninterrupted run does, bit for bit (each process's dropout continues from its own state).
+Two CPU processes (gloo) through the real CLI."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample"
+STEPS = 8  # 64 rows in batches of 8 on each of 2 processes: 4 steps an epoch
+TIMEOUT_S = 150
+SIGNALLED = [{
+    "class_path": "resume_probe.SigtermOnRankBeforeBackward",
+    "init_args": {"rank": 1, "step": 2},
+}]  # fmt: skip
+
+
+def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``seqcls fit`` under DDP in its own process group, ended whole if it overruns (a hang)."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
+    args = [
+        "fit", "--config", str(REPO / "configs/local.yaml"),
+        "--model.model_name_or_path", str(model),
+        "--data.max_train_samples", "64", "--data.batch_size", "8",
+        "--data.cache_dir", str(run.parent / "cache"),
+        "--trainer.max_steps", str(STEPS), "--trainer.default_root_dir", str(run),
+        "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        *extra,
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seqcls.cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"the DDP fit hung past {TIMEOUT_S} s:\n{output[-3000:]}")
+    return subprocess.CompletedProcess(args, process.returncode, output)
+
+
+def last(run: Path) -> dict[str, object]:
+    saved: dict[str, object] = torch.load(run / "checkpoints/last.ckpt", weights_only=True)
+    return saved
+
+
+def test_a_signal_to_one_process_mid_step_stops_all_and_the_rerun_ends_as_uninterrupted(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    reference = tmp_path / "uninterrupted"
+    assert fit(reference, tiny_bert).returncode == 0
+    run = tmp_path / "run"
+    stopped = fit(run, tiny_bert, "--trainer.callbacks", json.dumps(SIGNALLED))
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
+    assert "SIGTERM received: saving a checkpoint after this step" in stopped.stdout
+    saved = int(str(last(run)["global_step"]))
+    assert 2 < saved < STEPS  # after the signalled step, before the end
+    assert json.loads((run / "metrics.json").read_text())["fit"]["status"] == "stopped by SIGTERM"
+    again = fit(run, tiny_bert)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert f"global step {saved})" in again.stdout
+    ours, theirs = last(run)["state_dict"], last(reference)["state_dict"]
+    assert isinstance(ours, dict)
+    assert isinstance(theirs, dict)
+    for name, tensor in theirs.items():
+        assert torch.equal(ours[name], tensor), name
