@@ -133,6 +133,21 @@ def main(args: Any = None) -> None:
     except SIGTERMException:
         # Stopped by SIGTERM/SIGINT after saving last.ckpt: fail, so the platform retries.
         sys.exit(exit_status())
+    except RuntimeError as error:
+        if not _lost_a_peer(error):
+            raise
+        # A process Lightning started, whose rank 0 stopped (on a mistake it has reported in
+        # one line): its own traceback from the broken connection would only bury that line.
+        stopped = f"process {os.environ.get('LOCAL_RANK')}: another process of this run stopped"
+        print(f"seqcls: error: {stopped}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _lost_a_peer(error: RuntimeError) -> bool:
+    """Whether ``error`` is a started DDP process's collective failing on a process that ended."""
+    started = os.environ.get("LOCAL_RANK", "0") != "0"
+    vanished = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
+    return started and any(words in str(error) for words in vanished)
 
 
 def command() -> NoReturn:

@@ -144,6 +144,24 @@ def test_distributed_evaluation_scores_each_row_exactly_once(
     assert sorted(seen) == list(range(rows))
 
 
+def test_fewer_rows_than_processes_is_one_line(make_data) -> None:
+    # Lightning's sampler would stop each process on an assert, as a traceback.
+    data = make_data()
+    data.setup("fit")
+    with pytest.raises(ConfigurationError) as error:
+        eval_loader(
+            data.splits["train"][0].select(range(1)),
+            batch_size=2,
+            collate=data.collate(),
+            num_workers=0,
+            trainer=fake_trainer(CPUAccelerator, 2, 1),
+        )
+    assert str(error.value) == (
+        "1 row(s) to score for 2 processes, and each process needs one: give at least 2 rows, "
+        "or run with fewer --trainer.devices"
+    )
+
+
 def test_the_default_distributed_sampler_would_repeat_rows() -> None:
     # Why eval_loader shards without repeats: this is what Lightning would put in its place.
     shards = [list(DistributedSampler(range(7), 2, rank, shuffle=False)) for rank in (0, 1)]

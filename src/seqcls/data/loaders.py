@@ -249,6 +249,11 @@ def eval_loader(
     # gets as many; metrics would count those rows twice. This sampler repeats none (ranks
     # may differ by one batch, which is safe outside training).
     world_size = trainer.world_size if trainer is not None else 1
+    if world_size > len(rows):  # Lightning's sampler would stop on an assert, as a traceback
+        raise ConfigurationError(
+            f"{len(rows)} row(s) to score for {world_size} processes, and each process needs "
+            f"one: give at least {world_size} rows, or run with fewer --trainer.devices"
+        )
     sampler = (
         UnrepeatedDistributedSampler(
             rows, num_replicas=world_size, rank=trainer.global_rank, shuffle=False
