@@ -12,6 +12,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from torch import Tensor
 
 from seqcls.cloud.storage import exists, parent
+from seqcls.data.metric_names import direction
 from seqcls.errors import ConfigurationError
 from seqcls.run.checkpoint_io import AtomicCheckpointIO
 from seqcls.run.checkpoint_reuse import StateStamp, state_stamp
@@ -84,6 +85,26 @@ class BestCheckpoint(RunCheckpoint):
             name: value.detach().cpu() if isinstance(value, Tensor) else value
             for name, value in candidates.items()
         }
+
+
+def configured_best_checkpoint(
+    options: dict[str, Any], data_monitor: tuple[str, str] | None, val_check_interval: Any
+) -> BestCheckpoint:
+    """The ``--checkpoint.*`` callback (``options``), monitoring what the data names
+    (``data_monitor``: the metric and its direction) unless told otherwise."""
+    options = dict(options)
+    if options["monitor"] is None and data_monitor is not None:
+        options["monitor"] = data_monitor[0]
+        options["mode"] = options["mode"] or data_monitor[1]
+    if options["mode"] is None:  # e.g. --checkpoint.monitor val/f1 and no mode
+        name = str(options["monitor"] or "loss").rpartition("/")[2]
+        options["mode"] = direction(name)
+    interval = val_check_interval
+    if type(interval) is int and interval == 1 and options["save_on_train_epoch_end"] is None:
+        # Validating after every batch: Lightning takes the 1 for 1.0 (once an epoch) and
+        # would save at the epoch's end only, skipping the better validations before it.
+        options["save_on_train_epoch_end"] = False
+    return BestCheckpoint(**options)
 
 
 class LastCheckpoint(RunCheckpoint):

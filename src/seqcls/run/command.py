@@ -27,12 +27,11 @@ from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.storage import exists, read_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
-from seqcls.data.metric_names import direction
 from seqcls.hardware import Hardware
 from seqcls.model.metrics import logged_at_validation
-from seqcls.option_ranges import RANGES, check_option_ranges
+from seqcls.option_ranges import check_option_ranges
 from seqcls.run.checkpoint_io import with_atomic_io
-from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint
+from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_checkpoint_mode,
@@ -44,6 +43,7 @@ from seqcls.run.config_checks import (
     check_strategy,
     check_trainer,
     check_trains,
+    describe_options,
 )
 from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
@@ -83,12 +83,7 @@ class RunCLI(LightningCLI):
     already_finished = False  # fit: the run it continues had finished (no_steps_left.py)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        for action in parser._actions:
-            name = action.dest.removeprefix("trainer.")
-            if action.dest.startswith("trainer.") and name in self.trainer_help:
-                action.help = self.trainer_help[name]
-            if action.dest in RANGES:  # what check_option_ranges holds the value to
-                action.help = f"{action.help or ''} Range: {RANGES[action.dest].interval()}."
+        describe_options(parser, self.trainer_help)
         # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
         parser.add_class_arguments(
             ModelCheckpoint, "checkpoint", fail_untyped=False, instantiate=False, sub_configs=True
@@ -262,20 +257,10 @@ class RunCLI(LightningCLI):
     def _best_checkpoint(self) -> BestCheckpoint:
         """The --checkpoint.* callback, monitoring what the data names unless told otherwise."""
         config = self._config()
-        options = config.checkpoint.as_dict()
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
-        if options["monitor"] is None and monitor is not None:
-            options["monitor"] = monitor[0]
-            options["mode"] = options["mode"] or monitor[1]
-        if options["mode"] is None:  # e.g. --checkpoint.monitor val/f1 and no mode
-            name = str(options["monitor"] or "loss").rpartition("/")[2]
-            options["mode"] = direction(name)
-        interval = config.trainer.get("val_check_interval")
-        if type(interval) is int and interval == 1 and options["save_on_train_epoch_end"] is None:
-            # Validating after every batch: Lightning takes the 1 for 1.0 (once an epoch) and
-            # would save at the epoch's end only, skipping the better validations before it.
-            options["save_on_train_epoch_end"] = False
-        return BestCheckpoint(**options)
+        return configured_best_checkpoint(
+            config.checkpoint.as_dict(), monitor, config.trainer.get("val_check_interval")
+        )
 
     def before_fit(self) -> None:
         self._fit_started = time.monotonic()

@@ -102,6 +102,17 @@ def _keys(parser: Any) -> Iterator[str]:
             yield action.dest
 
 
+def describe_options(parser: LightningArgumentParser, trainer_help: dict[str, str]) -> None:
+    """``--help``'s text: each checked option's range, and ``trainer_help``'s text for the
+    Trainer options whose Lightning text is wrong for this command."""
+    for action in parser._actions:
+        name = action.dest.removeprefix("trainer.")
+        if action.dest.startswith("trainer.") and name in trainer_help:
+            action.help = trainer_help[name]
+        if action.dest in RANGES:  # what check_option_ranges holds the value to
+            action.help = f"{action.help or ''} Range: {RANGES[action.dest].interval()}."
+
+
 def check_config_files(argv: Sequence[str]) -> None:
     """Fail on a local ``--config`` file that is not YAML, naming it: the parser's message
     says only ``"<unicode string>", line 2``, whichever of the stacked configs it was."""
