@@ -1,7 +1,11 @@
 """A DDP fit stopped by a signal that reaches one process mid-step: every process stops after
 the same step, ``last.ckpt`` is saved, the command exits 143, and running it again ends where
 an uninterrupted run does, bit for bit (each process's dropout continues from its own state).
-Two CPU processes (gloo) through the real CLI."""
+Two CPU processes (gloo) through the real CLI.
+
+The signal comes in the step before the epoch's validation, whose 17 rows give one process two
+batches and the other one: processes that each stopped after their own batches there would
+meet in different collectives."""
 
 import json
 import os
@@ -23,6 +27,13 @@ SIGNALLED = [{
 }]  # fmt: skip
 
 
+def validation_rows(folder: Path, count: int = 17) -> str:
+    lines = (SAMPLE / "validation.csv").read_text().splitlines(keepends=True)
+    path = folder / "validation.csv"
+    path.write_text("".join(lines[: count + 1]))  # the header, then `count` rows
+    return str(path)
+
+
 def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``seqcls fit`` under DDP in its own process group, ended whole if it overruns (a hang)."""
     env = {
@@ -35,6 +46,7 @@ def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]
         "fit", "--config", str(REPO / "configs/local.yaml"),
         "--model.model_name_or_path", str(model),
         "--data.max_train_samples", "64", "--data.batch_size", "8",
+        "--data.validation_file", validation_rows(run.parent),
         "--data.cache_dir", str(run.parent / "cache"),
         "--trainer.max_steps", str(STEPS), "--trainer.default_root_dir", str(run),
         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",

@@ -29,6 +29,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +78,15 @@ class StopOnSignal(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if not self._agree or trainer._signal_connector.received_sigterm:
+        if not self._agree:
             return
-        # Every process is here for the same batch: if any was signalled, all set the flag now,
-        # so each of Lightning's checks (the broadcast before the next batch, the epoch's end)
-        # stops them all at the same point.
+        # Every process is here for the same batch, before it trains: if any was signalled, all
+        # stop now, together. Lightning's own flag stays unset under DDP: its evaluation loop
+        # would stop each process after its own batches, and processes may hold one batch more.
         seen = torch.tensor([1.0 if _received else 0.0], device=trainer.strategy.root_device)
         torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX)
         if seen.item() > 0:
-            trainer._signal_connector.received_sigterm = True
+            raise SIGTERMException
 
 
 def agrees_by_collective(trainer: pl.Trainer) -> bool:
