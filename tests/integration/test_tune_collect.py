@@ -51,7 +51,8 @@ def vertex_trial(model: Path, base: Path, trial: str, monkeypatch: pytest.Monkey
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> tuple[Path, Path]:
     """Trials 1 and 2 ran; 4 failed and 10 was stopped early (the same run, its status
-    rewritten as seqcls writes those); 3 is running (no metrics.json yet)."""
+    rewritten as seqcls writes those); 5 finished with a metric that is not a number
+    (metrics.json's null); 3 is running (no metrics.json yet)."""
     work = tmp_path_factory.mktemp("vertex-tuning")
     base = work / "runs" / "search"
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -65,6 +66,10 @@ def job(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> tuple[Path
         metrics = json.loads((base / trial / "metrics.json").read_text())
         metrics["fit"]["status"] = status
         (base / trial / "metrics.json").write_text(json.dumps(metrics))
+    shutil.copytree(base / "2", base / "5")
+    metrics = json.loads((base / "5" / "metrics.json").read_text())
+    metrics["validation"]["loss"] = None
+    (base / "5" / "metrics.json").write_text(json.dumps(metrics))
     (base / "3").mkdir()
     shutil.copy(base / "2" / "config.yaml", base / "3" / "config.yaml")
     space = SPACE
@@ -105,6 +110,7 @@ def test_the_trials_table_lists_every_trial_in_vertex_order_with_its_state(
         ("1", "complete"),
         ("2", "complete"),
         ("4", "fail"),
+        ("5", "fail"),
         ("10", "pruned"),
     ]
     for row in rows[:2]:
@@ -112,7 +118,7 @@ def test_the_trials_table_lists_every_trial_in_vertex_order_with_its_state(
         assert row["value"] == f"{loss(run):.6g}"
         for flag, value in TRIALS[run.name].items():
             assert float(row[flag]) == pytest.approx(float(value))
-    assert [r["value"] for r in rows[2:]] == ["", ""]
+    assert [r["value"] for r in rows[2:]] == ["", "", ""]
     assert "| 10 |" not in (base / "trials.md").read_text()  # Optuna's numbers, not the ids
     assert not (base / "importance.png").exists()  # needs 3 complete trials
 

@@ -3,6 +3,7 @@ it ended (the predictions file is ``predictions.py``'s)."""
 
 import json
 import logging
+import math
 import os
 from typing import Any
 
@@ -65,8 +66,25 @@ def update_metrics_file(
     merged = read_metrics(run_dir)
     merged = {key: value for key, value in merged.items() if not key.startswith(replaces)}
     merged.update(results)
-    write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    write_text(path, metrics_text(merged))
     return path
+
+
+def metrics_text(metrics: dict[str, Any]) -> str:
+    """``metrics.json``'s text, strict JSON: a value that is not a finite number (Pearson's
+    correlation of constant values is NaN) is written ``null``, which every JSON reader takes,
+    where Python's default ``NaN`` is refused by most of them."""
+    return json.dumps(_finite(metrics), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _floats(metrics: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> dict[str, float]:

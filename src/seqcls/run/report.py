@@ -50,7 +50,7 @@ from seqcls.model.classifier import SequenceClassifier
 from seqcls.run.checkpoints import best_checkpoint
 from seqcls.run.evaluations import evaluation_of
 from seqcls.run.failed_run import against_majority
-from seqcls.run.outputs import METRICS_FILE, read_metrics, split_name
+from seqcls.run.outputs import METRICS_FILE, metrics_text, read_metrics, split_name
 from seqcls.run.predictions import gather_in_input_order
 from seqcls.run.report_files import Rows, write_report
 from seqcls.run.report_pictures import figure_pixels
@@ -244,11 +244,9 @@ class EvaluationReport(pl.Callback):
 
     @rank_zero_only
     def _add_metrics(self, trainer: pl.Trainer, prefix: str, metrics: dict[str, float]) -> None:
-        path = os.path.join(trainer.default_root_dir, METRICS_FILE)
-        text = read_text(path)
-        merged = json.loads(text) if text is not None else {}
+        merged = read_metrics(trainer.default_root_dir)
         merged.setdefault(split_name(prefix), {}).update(metrics)
-        write_text(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
+        write_text(os.path.join(trainer.default_root_dir, METRICS_FILE), metrics_text(merged))
         if trainer.logger is not None:
             logged = {f"{prefix}/{name}": value for name, value in metrics.items()}
             trainer.logger.log_metrics(logged, step=trainer.global_step)

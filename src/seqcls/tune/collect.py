@@ -99,6 +99,8 @@ def _trial(run: str, config: dict[str, Any], space: SearchSpace, metric: str) ->
     if status.startswith("stopped"):
         state = TrialState.PRUNED  # stopped early by the job, or cut short and not yet resumed
     value = _value(metrics, metric, run) if state == TrialState.COMPLETE else None
+    if value is None and state == TrialState.COMPLETE:
+        state = TrialState.FAIL  # its metric is not a number (metrics.json's null)
     attrs = {"run_dir": run, "best_step": (metrics.get("best") or {}).get("step")}
     try:
         return optuna.trial.create_trial(
@@ -128,9 +130,11 @@ def _config_value(config: dict[str, Any], flag: str, run: str) -> Value:
     return value
 
 
-def _value(metrics: dict[str, Any], metric: str, run: str) -> float:
+def _value(metrics: dict[str, Any], metric: str, run: str) -> float | None:
     found = metrics.get("validation") or {}
     name = metric.rpartition("/")[2]
+    if name in found and found[name] is None:
+        return None
     if not isinstance(found.get(name), int | float):
         known = ", ".join(f"val/{key}" for key in found) or "none"
         raise ConfigurationError(
