@@ -45,6 +45,15 @@ def test_fit_resumes_from_the_newest_checkpoint(tmp_path: Path) -> None:
     assert start_point(None, str(tmp_path), tmp_path, automatic=False) == StartPoint()
 
 
+def test_last_ckpt_comes_first_whatever_the_file_times(tmp_path: Path) -> None:
+    """A run directory copied without its files' times: the best checkpoint of step 4 is now
+    newer than last.ckpt of step 8."""
+    last = save(tmp_path / "last.ckpt", 8, 1_000)
+    save(tmp_path / "best-epoch0-step4.ckpt", 4, 2_000)
+    start = start_point(None, str(tmp_path), tmp_path / "downloads", automatic=True)
+    assert start == StartPoint(str(last), str(last), epoch=1, step=8, own=True)
+
+
 def test_unloadable_checkpoints_are_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -1,11 +1,11 @@
 """Which checkpoint a ``fit`` starts from: the one given, else the newest complete one of the run.
 
 A preempted job is restarted with the same command (Vertex AI restarts it from the start of
-the code), so resuming needs no flag: without ``--ckpt_path``, ``fit`` continues from the
-newest checkpoint in the run's checkpoint folder, and a fresh run directory starts fresh.
-A checkpoint that does not load (truncated, corrupt, or holding weights only) is reported
-and skipped for the next newest. ``--ckpt_path last`` means the same; any other
-``--ckpt_path`` is used as given.
+the code), so resuming needs no flag: without ``--ckpt_path``, ``fit`` continues from
+``last.ckpt``, the run's latest state, else the newest checkpoint in the run's checkpoint
+folder, and a fresh run directory starts fresh. A checkpoint that does not load (truncated,
+corrupt, or holding weights only) is reported and skipped for the next newest.
+``--ckpt_path last`` means the same; any other ``--ckpt_path`` is used as given.
 """
 
 import logging
@@ -155,7 +155,14 @@ def _same_folder(a: str, b: str) -> bool:
 
 
 def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPoint:
-    for source in files_newest_first(checkpoints_dir, ModelCheckpoint.FILE_EXTENSION):
+    extension = ModelCheckpoint.FILE_EXTENSION
+    found = files_newest_first(checkpoints_dir, extension)
+    # last.ckpt is written after every other file of a state (or is that file), so it comes
+    # first whatever the times say: a run directory copied without its files' times would
+    # otherwise resume from whichever file the copy wrote last.
+    last = f"{LAST}{extension}"
+    found.sort(key=lambda source: posixpath.basename(source) != last)
+    for source in found:
         local = _local_copy(source, downloads) if is_remote(source) else source
         problem, state = _check(local)
         if problem:
