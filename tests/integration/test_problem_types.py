@@ -103,6 +103,55 @@ def test_multi_label_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
     assert (report / "confusion_matrix.png").is_file()
 
 
+def test_multi_label_predictions_csv_joins_labels_as_the_training_file_did(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(1)
+    cells = [";".join(rng.sample(TOPICS, 2)) for _ in range(24)]
+    train = tmp_path / "train.csv"
+    with train.open("w", newline="") as stream:
+        writer = csv.writer(stream)
+        writer.writerow(["text", "topics"])
+        writer.writerows(zip(texts(24, seed=1), cells, strict=True))
+    fitted = run(
+        tmp_path, tiny_bert, "fit",
+        "--data.train_file", str(train), "--data.validation_file", str(train),
+        "--data.label_column", "topics", "--data.label_separator", ";",
+        "--trainer.max_epochs", "1",
+    )  # fmt: skip
+    out = later(tmp_path, tiny_bert, "predict", fitted, "--data.predict_file", str(train))
+    with (out / "predictions.csv").open(newline="") as stream:
+        predicted = [row["labels"] for row in csv.DictReader(stream)]
+    chosen = [cell.split(";") for cell in predicted if cell]
+    assert chosen
+    assert all(set(labels) <= set(TOPICS) for labels in chosen)
+    assert all("|" not in cell for cell in predicted)
+
+    # Label names that hold the joiner: the file could not be read back, so it is refused
+    # before any row is scored, and JSON Lines (a list per row) is the way.
+    rows = [{"text": text, "topics": ["price|cost"] if i % 2 else ["other"]}
+            for i, text in enumerate(texts(16, seed=2))]  # fmt: skip
+    named = write_jsonl(tmp_path / "named.jsonl", rows)
+    fitted = run(
+        tmp_path, tiny_bert, "fit",
+        "--data.train_file", named, "--data.validation_file", named,
+        "--data.label_column", "topics", "--trainer.max_epochs", "1", run_dir="named",
+    )  # fmt: skip
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        later(tmp_path, tiny_bert, "predict", fitted, "--data.predict_file", named)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1, error
+    assert "'price|cost'" in error[0]
+    assert "--data.output_format jsonl" in error[0]
+    out = later(
+        tmp_path, tiny_bert, "predict", fitted,
+        "--data.predict_file", named, "--data.output_format", "jsonl",
+    )  # fmt: skip
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 16
+
+
 def test_regression_end_to_end(tmp_path: Path, tiny_bert: Path) -> None:
     rng = random.Random(1)
     rows = [

@@ -16,6 +16,7 @@ from seqcls.cloud.storage import open_for_writing, write_text
 from seqcls.data.columns import INDEX
 from seqcls.data.glue import glue_file_name, glue_task
 from seqcls.data.labels import LabelSpace
+from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,21 @@ class PredictionWriter(BasePredictionWriter):
 
     def __init__(self) -> None:
         super().__init__(write_interval="epoch")
+
+    def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Checked before the rows are scored, not when they are written.
+        datamodule = getattr(trainer, "datamodule", None)
+        if getattr(datamodule, "output_format", "csv") != "csv":
+            return
+        if pl_module.hparams["problem_type"] != "multi_label_classification":
+            return
+        joiner = labels_joiner(datamodule)
+        if clashing := [name for name in pl_module.hparams["label_names"] if joiner in name]:
+            raise ConfigurationError(
+                f"predictions.csv joins a row's labels with {joiner!r}, which label name(s) "
+                f"{', '.join(map(repr, clashing))} hold; give --data.output_format jsonl (a "
+                f"list per row), or a --data.label_separator that no label name holds"
+            )
 
     def write_on_epoch_end(
         self,
@@ -67,7 +83,9 @@ class PredictionWriter(BasePredictionWriter):
             path = os.path.join(run_dir, "predictions.jsonl")
             write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
         else:
-            path = write_csv(rows, os.path.join(run_dir, "predictions.csv"))
+            path = write_csv(
+                rows, os.path.join(run_dir, "predictions.csv"), labels_joiner(datamodule)
+            )
         log.info("Wrote %d predictions to %s", len(rows), path)
 
 
@@ -113,13 +131,21 @@ def describe(
     return {INDEX: index, "label": space.names[best], "score": round(scores[best], 6), **named}
 
 
-def write_csv(rows: list[dict[str, Any]], path: str) -> str:
+def labels_joiner(datamodule: Any) -> str:
+    """What joins a multi-label row's labels in one CSV cell: the separator the training file's
+    cells were split on, so the file reads back the same way, else ``|``."""
+    return getattr(datamodule, "label_separator", None) or "|"
+
+
+def write_csv(rows: list[dict[str, Any]], path: str, joiner: str = "|") -> str:
     with open_for_writing(path, newline="") as stream:
         writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
         writer.writeheader()
         for row in rows:
             # A multi-label row's labels become one cell: "billing|shipping".
-            writer.writerow({k: "|".join(v) if isinstance(v, list) else v for k, v in row.items()})
+            writer.writerow(
+                {k: joiner.join(v) if isinstance(v, list) else v for k, v in row.items()}
+            )
     return path
 
 
