@@ -15,6 +15,16 @@ def test_an_empty_cell_or_blank_line_is_named_as_such() -> None:
     )
 
 
+def test_a_cell_of_white_space_only_holds_no_text() -> None:
+    for blank in ["", "   ", "\t\n"]:
+        with pytest.raises(ConfigurationError) as error:
+            texts_of({"text": ["hello", blank]}, "text", [0, 1], "predict.jsonl")
+        assert str(error.value) == (
+            "predict.jsonl: column 'text' row 1 (counted from 0 after the header) holds no text, "
+            f"only {blank!r}; fill or drop that row"
+        )
+
+
 def test_a_value_of_another_type_points_at_the_text_column() -> None:
     with pytest.raises(ConfigurationError) as error:
         texts_of({"text": [3]}, "text", [0], "train.jsonl")

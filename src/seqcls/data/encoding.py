@@ -303,4 +303,9 @@ def texts_of(batch: dict[str, list[Any]], column: str, indices: list[int], path:
                 f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is {value!r}, not text; "
                 "fill or drop that row, or point --data.text_column at the text"
             )
+        if not value.strip():  # would be scored from the special tokens alone
+            raise ConfigurationError(
+                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) holds no text, only "
+                f"{value!r}; fill or drop that row"
+            )
     return values
