@@ -71,6 +71,10 @@ def test_class_weights_may_be_auto_or_weights_above_0() -> None:
         check_range("model.class_weights", [0.0, 1.0])
     with pytest.raises(ConfigurationError, match=r"\[1, -1\]: give 2 values above 0"):
         check_range("model.class_weights", [1.0, -1.0])
+    # An example of two weights would not fix a list of five.
+    with pytest.raises(ConfigurationError) as error:
+        check_range("model.class_weights", [1.0, 2.0, 0.0, 1.0, 1.0])
+    assert str(error.value) == "--model.class_weights [1, 2, 0, 1, 1]: give 5 values above 0"
 
 
 def test_unset_and_non_numbers_are_left_to_the_parser() -> None:

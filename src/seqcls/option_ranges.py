@@ -99,9 +99,10 @@ def check_range(flag: str, value: object) -> None:
         return  # not a number: the parser's types have said so, or the flag takes others too
     shown = f"[{', '.join(f'{v:g}' for v in numbers)}]" if len(values) > 1 else f"{numbers[0]:g}"
     what = f"{len(values)} values" if len(values) > 1 else "a value"
-    raise ConfigurationError(
-        f"--{flag} {shown}: give {what} {bounds.describe()}, e.g. {bounds.example}"
-    )
+    example = f", e.g. {bounds.example}"
+    if len(values) > 1 and bounds.example.count(",") + 1 != len(values):
+        example = ""  # an example list of another length would read as the fix
+    raise ConfigurationError(f"--{flag} {shown}: give {what} {bounds.describe()}{example}")
 
 
 def check_option_ranges(config: "Namespace") -> None:
