@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
+import yaml
 
 from seqcls.cli import main
 
@@ -227,6 +228,24 @@ def test_a_moved_run_directory_continues_from_its_own_files(
     assert metrics(new)["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
     assert metrics(new)["fit"]["steps"] == 2 * STEPS_PER_EPOCH
     assert (snapshot(old) if old_kept else {}) == left  # the old directory is not touched
+
+
+def test_a_runs_config_yaml_stacked_into_another_run_directory_trains_there(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    """The model card's way to reproduce a run: its config.yaml and a new run directory."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    fit(old, tiny_bert, "--trainer.max_steps", "3")
+    config = yaml.safe_load((old / "config.yaml").read_text())
+    assert config["checkpoint"]["dirpath"] is None  # as given: not this run's own folder
+    left = snapshot(old)
+    main([
+        "fit", "--config", str(old / "config.yaml"),
+        "--trainer.default_root_dir", str(new),
+    ])  # fmt: skip
+    assert (new / "checkpoints/last.ckpt").is_file()
+    assert metrics(new)["fit"]["steps"] == 3
+    assert snapshot(old) == left
 
 
 def test_a_continuation_that_fails_says_so_in_metrics_json(tmp_path: Path, tiny_bert: Path) -> None:

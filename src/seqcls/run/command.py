@@ -143,7 +143,8 @@ class RunCLI(LightningCLI):
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
-        config.checkpoint.dirpath = self.layout.checkpoints
+        # config.checkpoint.dirpath stays as given: config.yaml is stacked into later runs in
+        # other run directories, and a resolved path would send their checkpoints here.
         check_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.
         self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
@@ -258,8 +259,9 @@ class RunCLI(LightningCLI):
         """The --checkpoint.* callback, monitoring what the data names unless told otherwise."""
         config = self._config()
         monitor = self.datamodule.monitor if isinstance(self.datamodule, TextDataModule) else None
+        options = {**config.checkpoint.as_dict(), "dirpath": self.layout.checkpoints}
         return configured_best_checkpoint(
-            config.checkpoint.as_dict(), monitor, config.trainer.get("val_check_interval")
+            options, monitor, config.trainer.get("val_check_interval")
         )
 
     def before_fit(self) -> None:
