@@ -54,6 +54,7 @@ from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
+from seqcls.run.non_finite_loss import StopOnNonFiniteLoss
 from seqcls.run.outputs import METRICS_FILE, MetricsFile
 from seqcls.run.predictions import PredictionWriter
 from seqcls.run.quiet import without_load_report
@@ -143,8 +144,7 @@ class RunCLI(LightningCLI):
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
-        # config.checkpoint.dirpath stays as given: config.yaml is stacked into later runs in
-        # other run directories, and a resolved path would send their checkpoints here.
+        # --checkpoint.dirpath stays as given: config.yaml is stacked into other runs' configs.
         check_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.
         self._downloads = tempfile.TemporaryDirectory(prefix="seqcls-ckpt-")
@@ -216,6 +216,7 @@ class RunCLI(LightningCLI):
             Throughput(),
             PredictionWriter(),
             StopOnSignal(),
+            StopOnNonFiniteLoss(),
             RandomState(),
             ValidateFinalWeights(),
             EndEvaluationGraphs(),

@@ -16,6 +16,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from seqcls.cloud.storage import read_text, write_text
 from seqcls.run.checkpoints import best_checkpoint, resumes_from_last
 from seqcls.run.evaluations import evaluation_of
+from seqcls.run.non_finite_loss import Diverged
 from seqcls.run.signals import stop_signal
 
 log = logging.getLogger(__name__)
@@ -182,7 +183,9 @@ class MetricsFile(pl.Callback):
             "exported": ("best checkpoint" if has_best else "final weights") if finished else None,
             "validated": finished and validated,
         }
-        if not finished:
+        if isinstance(exception, Diverged):
+            fit["note"] = "the loss is not a number: the same command again would diverge again"
+        elif not finished:
             fit["note"] = "model/ is written when fit finishes; " + (
                 "run the same command again to resume from checkpoints/last.ckpt"
                 if resumes_from_last(trainer, exception)
