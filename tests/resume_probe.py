@@ -95,3 +95,15 @@ def recorded(path: Path) -> dict[int, dict[str, Any]]:
     """The records of ``path`` by step; a step recorded twice keeps its last record."""
     lines = path.read_text().splitlines()
     return {record["step"]: record for record in map(json.loads, lines)}
+
+
+class SignalsAtFitEnd(Callback):
+    """Send this process ``signal_name`` ``times`` times when the fit ends, before the run's
+    outputs are written (given callbacks come before seqcls's own)."""
+
+    def __init__(self, signal_name: str, times: int = 1) -> None:
+        self.signum, self.times = signal.Signals[signal_name], times
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for _ in range(self.times):
+            signal.raise_signal(self.signum)

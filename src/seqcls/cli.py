@@ -133,6 +133,14 @@ def main(args: Any = None) -> None:
     except SIGTERMException:
         # Stopped by SIGTERM/SIGINT after saving last.ckpt: fail, so the platform retries.
         sys.exit(exit_status())
+    except KeyboardInterrupt:
+        # Ctrl-C outside training (loading, tokenizing), or a second one: stopped at once.
+        print("seqcls: stopped by Ctrl-C", file=sys.stderr)
+        sys.exit(130)
+    except SystemExit as stop:
+        if stop.code == 1 and isinstance(stop.__context__, KeyboardInterrupt):
+            sys.exit(130)  # Lightning's own exit after a Ctrl-C it caught: as a shell says it
+        raise
     except RuntimeError as error:
         if not _lost_a_peer(error):
             raise

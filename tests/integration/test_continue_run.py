@@ -61,7 +61,7 @@ def snapshot(run: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def relabelled(folder: Path, rename: dict[str, str]) -> Path:
+def relabelled(folder: Path, rename: dict[str, str | None]) -> Path:
     """The sample data with labels renamed (to None: rows dropped), in ``folder``."""
     folder.mkdir()
     for name in ["train.csv", "validation.csv"]:
@@ -201,7 +201,7 @@ def test_a_finished_run_is_left_as_it_is(
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3")  # returns: exit status 0
     assert snapshot(run) == before
-    said = [r.getMessage() for r in caplog.records if r.name.startswith("seqcls.run.command")]
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("seqcls.run.fit_end")]
     assert len(said) == 1
     assert said[0].startswith("This run has finished (step 3): nothing left to train")
     assert "Wrote" not in caplog.text
@@ -246,6 +246,53 @@ def test_a_runs_config_yaml_stacked_into_another_run_directory_trains_there(
     assert (new / "checkpoints/last.ckpt").is_file()
     assert metrics(new)["fit"]["steps"] == 3
     assert snapshot(old) == left
+
+
+def signals_at_fit_end(name: str, times: int) -> str:
+    probe = {"class_path": "resume_probe.SignalsAtFitEnd", "init_args": {"signal_name": name}}
+    probe["init_args"]["times"] = times  # type: ignore[index]
+    return json.dumps([probe])
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_outputs_are_written_lets_them_finish(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    run = tmp_path / "run"
+    with caplog.at_level(logging.WARNING, logger="seqcls"):
+        fit(run, tiny_bert, "--trainer.max_steps", "3",
+            "--trainer.callbacks", signals_at_fit_end(name, 1))  # fmt: skip
+    assert f"{name} received while the run's outputs are written: finishing them" in caplog.text
+    assert metrics(run)["fit"]["status"] == "finished"
+    assert (run / "model/model.safetensors").is_file()
+    assert (run / "model/README.md").is_file()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # released
+
+
+def test_a_second_ctrl_c_while_the_outputs_are_written_stops_with_130(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        fit(tmp_path / "run", tiny_bert, "--trainer.max_steps", "3",
+            "--trainer.callbacks", signals_at_fit_end("SIGINT", 2))  # fmt: skip
+    assert stopped.value.code == 130
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning left it ignored
+
+
+def test_ctrl_c_before_training_stops_with_130_in_one_line(
+    tmp_path: Path,
+    tiny_bert: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("seqcls.run.command.apply_secrets", interrupted)  # the first step of setup
+    with pytest.raises(SystemExit) as stopped:
+        fit(tmp_path / "run", tiny_bert)
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["seqcls: stopped by Ctrl-C"]
 
 
 def test_a_continuation_that_fails_says_so_in_metrics_json(tmp_path: Path, tiny_bert: Path) -> None:

@@ -48,7 +48,7 @@ from seqcls.run.config_checks import (
 from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
-from seqcls.run.fit_end import announce_fit_end
+from seqcls.run.fit_end import announce_already_finished, announce_fit_end
 from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, run_layout
 from seqcls.run.logs import tensorboard_logger
@@ -63,7 +63,7 @@ from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.report import EvaluationReport
 from seqcls.run.resume import check_continues, check_loads, check_same_labels, start_point
 from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
-from seqcls.run.signals import StopOnSignal
+from seqcls.run.signals import StopOnSignal, release_signals
 from seqcls.run.throughput import Throughput
 from seqcls.run.xla_graphs import EndEvaluationGraphs
 
@@ -208,6 +208,7 @@ class RunCLI(LightningCLI):
             config["logger"] = tensorboard_logger(self.layout.logs)
         given = list(config.get("callbacks") or [])  # --trainer.callbacks, by hand
         callbacks = [
+            StopOnSignal(),  # first: from the end of fit it holds signals for the others
             *given,
             # Before the export, which saves the calibration it fits.
             EvaluationReport(self.layout.model, self.start.source),
@@ -215,7 +216,6 @@ class RunCLI(LightningCLI):
             MetricsFile(self.start.source),
             Throughput(),
             PredictionWriter(),
-            StopOnSignal(),
             StopOnNonFiniteLoss(),
             RandomState(),
             ValidateFinalWeights(),
@@ -274,24 +274,25 @@ class RunCLI(LightningCLI):
             self.start, self.layout, CONFIG_FILE, self._config().trainer
         )
         if not self.already_finished:
-            self.trainer.fit(**kwargs)
+            try:
+                self.trainer.fit(**kwargs)
+            except BaseException:
+                release_signals()
+                raise
         elif self.trainer.is_global_zero:
-            log.info(
-                "This run has finished (step %d): nothing left to train, its outputs are left "
-                "as they are; raise --trainer.max_epochs or --trainer.max_steps to train on, or "
-                "give a new --trainer.default_root_dir to start afresh",
-                self.start.step,
-            )
+            announce_already_finished(self.start.step)
 
     def after_fit(self) -> None:
-        if not self.trainer.is_global_zero or self.already_finished:
-            return
-        run_dir = self.trainer.default_root_dir
-        metrics = read_text(os.path.join(run_dir, METRICS_FILE))
-        results = json.loads(metrics) if metrics is not None else {}
-        if exists(self.layout.model):
-            self._write_model_card(results)
-        announce_fit_end(run_dir, results if metrics is not None else None, CONFIG_FILE)
+        try:
+            if self.trainer.is_global_zero and not self.already_finished:
+                run_dir = self.trainer.default_root_dir
+                metrics = read_text(os.path.join(run_dir, METRICS_FILE))
+                results = json.loads(metrics) if metrics is not None else {}
+                if exists(self.layout.model):
+                    self._write_model_card(results)
+                announce_fit_end(run_dir, results if metrics is not None else None, CONFIG_FILE)
+        finally:
+            release_signals()
 
     def _write_model_card(self, metrics: dict[str, Any]) -> None:
         config_yaml = read_text(os.path.join(self.trainer.default_root_dir, CONFIG_FILE))

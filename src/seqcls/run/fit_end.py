@@ -28,7 +28,16 @@ def announce_fit_end(run_dir: str, results: dict[str, Any] | None, config_file: 
             log.info("Not validated: %s", fit["note"])
     written = [
         name
-        for name in ["model/", "checkpoints/", "logs/", METRICS_FILE, config_file]
+        for name in ["model/", "checkpoints/", "logs/", "report/", METRICS_FILE, config_file]
         if exists(os.path.join(run_dir, name.rstrip("/")))
     ]
     log.info("Run directory: %s (%s)", run_dir, ", ".join(written))
+
+
+def announce_already_finished(step: int | None) -> None:
+    log.info(
+        "This run has finished (step %d): nothing left to train, its outputs are left as they "
+        "are; raise --trainer.max_epochs or --trainer.max_steps to train on, or give a new "
+        "--trainer.default_root_dir to start afresh",
+        step,
+    )

@@ -12,6 +12,11 @@ Two things are added here:
 - The process exits with 128 + the signal's number (143 for SIGTERM, 130 for SIGINT), as a
   shell reports a process killed by it. ``SIGTERMException`` is a ``SystemExit`` without a
   code, which would exit with 0: the platform would think the job succeeded, not retry it.
+- From the end of training until the outputs are written (the report, ``model/``, the
+  model card and ``metrics.json``, which Lightning writes after restoring the handlers it
+  found), a signal is noted and the outputs are finished first, in a few seconds of the 30:
+  the process used to die half-way through them, with no ``metrics.json``. A second Ctrl-C
+  still stops at once.
 - Under DDP (gloo or NCCL) the processes agree on the stop at the start of a training step,
   which each reaches for the same batch, and stop together. Lightning 2.6's own handler
   broadcasts from inside the signal handler, wherever the process happens to be: there the
@@ -75,6 +80,9 @@ class StopOnSignal(Callback):
         if trainer.is_global_zero:
             log.info("Ctrl-C or SIGTERM from now on: stop after the current step, save last.ckpt")
 
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        hold_signals()  # released by the command once its outputs are written
+
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -87,6 +95,37 @@ class StopOnSignal(Callback):
         torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX)
         if seen.item() > 0:
             raise SIGTERMException
+
+
+# The handlers that hold_signals replaced, which release_signals puts back.
+_before_holding: dict[signal.Signals, Any] = {}
+
+
+def hold_signals() -> None:
+    """Note SIGTERM and SIGINT instead of acting on them, until ``release_signals``."""
+    if threading.current_thread() is not threading.main_thread() or _before_holding:
+        return
+    held: list[signal.Signals] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and held:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now
+        held.append(signal.Signals(signum))
+        log.warning(
+            "%s received while the run's outputs are written: finishing them first",
+            signal.Signals(signum).name,
+        )
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        _before_holding[signum] = signal.getsignal(signum)
+        signal.signal(signum, note)
+
+
+def release_signals() -> None:
+    """Put back the handlers ``hold_signals`` replaced."""
+    while _before_holding:
+        signum, handler = _before_holding.popitem()
+        signal.signal(signum, handler)
 
 
 def agrees_by_collective(trainer: pl.Trainer) -> bool:
