@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import signal
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def snapshot(run: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def relabelled(folder: Path, rename: dict[str, str | None]) -> Path:
+def relabelled(folder: Path, rename: Mapping[str, str | None]) -> Path:
     """The sample data with labels renamed (to None: rows dropped), in ``folder``."""
     folder.mkdir()
     for name in ["train.csv", "validation.csv"]:
@@ -246,6 +247,25 @@ def test_a_runs_config_yaml_stacked_into_another_run_directory_trains_there(
     assert (new / "checkpoints/last.ckpt").is_file()
     assert metrics(new)["fit"]["steps"] == 3
     assert snapshot(old) == left
+
+
+def test_a_continuation_with_another_learning_rate_is_refused_in_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    fit(run, tiny_bert, "--trainer.max_steps", "3")
+    before = snapshot(run)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        fit(run, tiny_bert, "--trainer.max_steps", "6", "--model.learning_rate", "5e-3")
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"seqcls: error: --model.learning_rate 0.005: {run / 'checkpoints/last.ckpt'} was "
+        "trained with 0.0001, and a fit that continues it keeps the optimizer"
+    )
+    assert snapshot(run) == before
 
 
 def signals_at_fit_end(name: str, times: int) -> str:

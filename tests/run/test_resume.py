@@ -19,7 +19,13 @@ from seqcls.run.checkpoint_io import AtomicCheckpointIO
 from seqcls.run.checkpoints import BestCheckpoint
 from seqcls.run.config_checks import check_trainer, one_line
 from seqcls.run.redact import REDACTED, redact, redact_config
-from seqcls.run.resume import StartPoint, check_continues, check_same_labels, start_point
+from seqcls.run.resume import (
+    StartPoint,
+    check_continues,
+    check_same_labels,
+    check_same_optimizer,
+    start_point,
+)
 
 STATE = {"epoch": 1, "global_step": 8, "loops": {}, "optimizer_states": [], "state_dict": {}}
 
@@ -52,6 +58,14 @@ def test_last_ckpt_comes_first_whatever_the_file_times(tmp_path: Path) -> None:
     save(tmp_path / "best-epoch0-step4.ckpt", 4, 2_000)
     start = start_point(None, str(tmp_path), tmp_path / "downloads", automatic=True)
     assert start == StartPoint(str(last), str(last), epoch=1, step=8, own=True)
+
+
+def test_the_saved_optimizer_options_are_compared_as_values() -> None:
+    start = StartPoint("last.ckpt", optimizer=(("adam_betas", [0.9, 0.98]), ("weight_decay", 0.01)))
+    check_same_optimizer(start, {"adam_betas": (0.9, 0.98), "weight_decay": 0.01})
+    check_same_optimizer(start, {})  # options this model does not have
+    with pytest.raises(ConfigurationError, match=r"^--model.weight_decay 0.1: last.ckpt was"):
+        check_same_optimizer(start, {"adam_betas": (0.9, 0.98), "weight_decay": 0.1})
 
 
 def test_unloadable_checkpoints_are_skipped_with_a_warning(

@@ -61,7 +61,13 @@ from seqcls.run.quiet import without_load_report
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.report import EvaluationReport
-from seqcls.run.resume import check_continues, check_loads, check_same_labels, start_point
+from seqcls.run.resume import (
+    check_continues,
+    check_loads,
+    check_same_labels,
+    check_same_optimizer,
+    start_point,
+)
 from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
 from seqcls.run.signals import StopOnSignal, release_signals
 from seqcls.run.throughput import Throughput
@@ -194,6 +200,7 @@ class RunCLI(LightningCLI):
             resuming=self.subcommand == "fit",
         )
         if self.subcommand == "fit":
+            check_same_optimizer(self.start, dict(hparams))
             check_monitor(self._config().checkpoint.monitor, logged_at_validation(self.model))
         network = getattr(self.model, "model", None)
         if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):

@@ -41,6 +41,8 @@ class StartPoint:
     step: int | None = None
     labels: tuple[str, ...] | None = None
     problem_type: str | None = None
+    # The options of RESUMED_OPTIMIZER it was trained with, where it says.
+    optimizer: tuple[tuple[str, Any], ...] = ()
     # Whether it is one of this run directory's own checkpoints, which then continues the run.
     own: bool = False
 
@@ -209,10 +211,48 @@ def _saved(source: str, local: str, state: dict[str, Any], *, own: bool) -> Star
 
 
 def _trained_for(state: dict[str, Any]) -> dict[str, Any]:
-    """The labels and problem type a loaded checkpoint was trained for, where it says."""
+    """The labels, problem type and optimizer options a loaded checkpoint was trained with,
+    where it says."""
     saved = state.get("hyper_parameters", {})
     labels = saved.get("label_names")
-    return {"labels": tuple(labels) if labels else None, "problem_type": saved.get("problem_type")}
+    return {
+        "labels": tuple(labels) if labels else None,
+        "problem_type": saved.get("problem_type"),
+        "optimizer": tuple((key, saved[key]) for key in RESUMED_OPTIMIZER if key in saved),
+    }
+
+
+# The model options a fit that continues a checkpoint takes from its saved optimizer and
+# schedule (rates, betas, epsilon, weight decay), whatever the command line says.
+RESUMED_OPTIMIZER = (
+    "learning_rate",
+    "head_learning_rate",
+    "layer_lr_decay",
+    "warmup_ratio",
+    "weight_decay",
+    "adam_betas",
+    "adam_epsilon",
+)
+
+
+def check_same_optimizer(start: StartPoint, options: dict[str, Any]) -> None:
+    """Fail when a fit would continue ``start`` with other optimizer ``options`` than it was
+    trained with: the saved ones would silently win, while config.yaml and the model card
+    named the new ones."""
+    for key, saved in start.optimizer:
+        now = options.get(key, saved)
+        if _as_list(now) != _as_list(saved):
+            raise ConfigurationError(
+                f"--model.{key} {now}: {start.source} was trained with {saved}, and a fit "
+                "that continues it keeps the optimizer and schedule it saved; give "
+                f"--model.{key} {saved}, or, to train on with other settings, its run's "
+                "exported model as --model.model_name_or_path RUN/model in a new "
+                "--trainer.default_root_dir"
+            )
+
+
+def _as_list(value: Any) -> Any:
+    return list(value) if isinstance(value, list | tuple) else value
 
 
 def _check(path: str, *, training_state: bool = True) -> tuple[str | None, dict[str, Any]]:
