@@ -20,7 +20,6 @@ from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
 from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.cli import ArgsType, LightningArgumentParser, LightningCLI
-from transformers import PreTrainedModel
 
 from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.cloud.secrets import apply_secrets
@@ -28,18 +27,15 @@ from seqcls.cloud.storage import exists, read_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
-from seqcls.model.metrics import logged_at_validation
 from seqcls.option_ranges import check_option_ranges
+from seqcls.run.built_checks import check_built
 from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
 from seqcls.run.config_checks import (
     OneLineErrorParser,
     check_checkpoint_mode,
     check_config_files,
-    check_max_length,
-    check_monitor,
     check_monitor_directions,
-    check_scores_trained_weights,
     check_strategy,
     check_trainer,
     check_trains,
@@ -61,13 +57,7 @@ from seqcls.run.quiet import without_load_report
 from seqcls.run.random_state import RandomState
 from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
 from seqcls.run.report import EvaluationReport
-from seqcls.run.resume import (
-    check_continues,
-    check_loads,
-    check_same_labels,
-    check_same_optimizer,
-    start_point,
-)
+from seqcls.run.resume import check_continues, check_loads, start_point
 from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
 from seqcls.run.signals import StopOnSignal, release_signals
 from seqcls.run.throughput import Throughput
@@ -185,29 +175,10 @@ class RunCLI(LightningCLI):
         if self.subcommand and "ckpt_path" in self.config_init[self.subcommand]:
             # Only what runs gets the resolved file; config.yaml keeps --ckpt_path as given.
             self.config_init[self.subcommand].ckpt_path = self.ckpt_path
-        check_scores_trained_weights(
-            self.subcommand,
-            self.ckpt_path,
-            getattr(self.model, "label_layer_source", None),
-            self._config().get("model.model_name_or_path"),
-        )
         # Now that the data has named the labels, and before config.yaml is written.
-        hparams = getattr(self.model, "hparams", {})
-        check_same_labels(
-            self.start,
-            hparams.get("label_names"),
-            hparams.get("problem_type"),
-            resuming=self.subcommand == "fit",
+        check_built(
+            self.subcommand, self.start, self.ckpt_path, self.model, self.datamodule, self._config()
         )
-        if self.subcommand == "fit":
-            check_same_optimizer(self.start, dict(hparams))
-            check_monitor(self._config().checkpoint.monitor, logged_at_validation(self.model))
-        network = getattr(self.model, "model", None)
-        if isinstance(self.datamodule, TextDataModule) and isinstance(network, PreTrainedModel):
-            pairs = getattr(self.datamodule, "text_pair_column", None) is not None
-            check_max_length(
-                self.datamodule.max_length, self.datamodule.tokenizer, network, pairs=pairs
-            )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
