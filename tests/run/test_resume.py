@@ -245,6 +245,13 @@ def test_ckpt_path_is_a_checkpoint_file(tmp_path: Path) -> None:
     exported.mkdir(parents=True)
     with pytest.raises(ConfigurationError, match="a folder, not a checkpoint; --ckpt_path takes"):
         start_point(str(exported), str(tmp_path / "run/checkpoints"), tmp_path, automatic=False)
+    run = tmp_path / "run"  # the run directory itself: its own files are named
+    with pytest.raises(ConfigurationError) as error:
+        start_point(str(run), str(tmp_path / "other/checkpoints"), tmp_path, automatic=False)
+    assert str(error.value).endswith(
+        f"(such as {run}/checkpoints/last.ckpt), and an exported model is given as "
+        f"--model.model_name_or_path {run}/model"
+    )
     zero = tmp_path / "zero.ckpt"  # a DeepSpeed checkpoint is a folder with a "latest" file
     zero.mkdir()
     (zero / "latest").write_text("checkpoint")

@@ -143,10 +143,15 @@ def _check_is_a_checkpoint(path: str) -> None:
     """Fail on a local folder that is not a DeepSpeed checkpoint (such as an exported model)."""
     if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "latest")):
         return
+    # A run directory: name its own last checkpoint and exported model.
+    run = os.path.isdir(os.path.join(path, "checkpoints")) or os.path.isdir(
+        os.path.join(path, "model")
+    )
+    last = os.path.join(path, "checkpoints", "last.ckpt") if run else "RUN/checkpoints/last.ckpt"
+    model = os.path.join(path, "model") if run else path
     raise ConfigurationError(
         f"--ckpt_path {path}: a folder, not a checkpoint; --ckpt_path takes a .ckpt file (such "
-        f"as RUN/checkpoints/last.ckpt), and an exported model is given as "
-        f"--model.model_name_or_path {path}"
+        f"as {last}), and an exported model is given as --model.model_name_or_path {model}"
     )
 
 
