@@ -154,3 +154,9 @@ def test_saved_calibration_round_trips_through_the_config(tiny_bert: Path, tmp_p
     assert calibration_in(loaded.config) == Calibration(1.7, None, temperature_in_weights=True)
     save_into(loaded, None)  # fine-tuned again without calibration: the old one must go
     assert not hasattr(loaded.config, CONFIG_KEY)
+
+
+def test_a_calibration_is_described_in_words_for_the_log() -> None:
+    assert Calibration(temperature=1.23456).describe() == "temperature 1.2346"
+    multi = Calibration(thresholds=[0.5, 0.31234])
+    assert multi.describe() == "decision thresholds 0.500, 0.312"

@@ -48,6 +48,12 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def describe(self) -> str:
+        """In words, for the log: the thresholds, else the temperature."""
+        if self.thresholds is not None:
+            return "decision thresholds " + ", ".join(f"{t:.3f}" for t in self.thresholds)
+        return f"temperature {self.temperature:.4f}"
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "Calibration":
         return cls(**{key: values[key] for key in cls.__dataclass_fields__ if key in values})

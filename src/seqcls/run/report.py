@@ -82,7 +82,7 @@ class EvaluationReport(pl.Callback):
         if pl_module.calibrate:
             pl_module.calibration = saved
             if saved is not None:
-                log.info("Applying the saved calibration: %s", saved)
+                log.info("Applying the saved calibration: %s", saved.describe())
 
     # Collecting rows.
 
