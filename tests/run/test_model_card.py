@@ -36,3 +36,8 @@ def test_validation_rows_that_also_train_are_stated_under_the_metrics() -> None:
 
 def test_without_such_rows_the_card_says_nothing_of_them() -> None:
     assert "training row" not in card()
+
+
+def test_a_short_fit_is_timed_in_seconds_a_long_one_in_minutes() -> None:
+    assert "the fit took 3 seconds." in card(minutes=0.05)
+    assert "the fit took 2.5 minutes." in card(minutes=2.5)

@@ -86,7 +86,7 @@ class ModelCard:
             self._validation(),
             self._recipe(),
             "## Hardware and time\n\n"
-            f"Trained on {self.hardware}; the fit took {self.minutes:.1f} minutes.\n",
+            f"Trained on {self.hardware}; the fit took {_duration(self.minutes)}.\n",
             self._reproduce(),
         ]
         return "\n".join(sections)
@@ -198,7 +198,7 @@ def model_card(
         if section == "model" and hparams.get(key) is not None:
             # What trained, where the model resolved it: an unset learning rate, auto pooling.
             value = hparams[key]
-        if value is not None:
+        if value is not None and not (key == "max_steps" and value == -1):  # -1: no bound
             recipe[name] = value
     recipe["seed"] = config.get("seed_everything")
     recipe["optimizer steps trained"] = trainer.global_step
@@ -230,3 +230,7 @@ def write_model_card(model_dir: str, card: ModelCard) -> str:
     path = os.path.join(model_dir, README)
     write_text(path, card.render())
     return path
+
+
+def _duration(minutes: float) -> str:
+    return f"{minutes:.1f} minutes" if minutes >= 1 else f"{minutes * 60:.0f} seconds"
