@@ -8,7 +8,7 @@ import torch
 
 from seqcls.cloud.vertex import VertexOutputDirs, vertex_output_dirs
 from seqcls.errors import ConfigurationError
-from seqcls.run.layout import DEFAULT_ROOT, RunLayout, run_layout
+from seqcls.run.layout import DEFAULT_ROOT, RunLayout, check_folders, run_layout
 from seqcls.run.resume import StartPoint, start_point
 
 BASE = "gs://bucket/jobs/7"
@@ -91,3 +91,17 @@ def test_other_checkpoint_paths_pass_through(tmp_path: Path) -> None:
 def test_a_checkpoint_path_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"^--ckpt_path: file not found: no/such\.ckpt$"):
         start_point("no/such.ckpt", str(tmp_path), tmp_path, automatic=False)
+
+
+def test_a_file_where_a_folder_of_the_run_goes_is_one_line(tmp_path: Path) -> None:
+    layout = run_layout(str(tmp_path / "run"), None)
+    check_folders(layout)  # nothing there yet
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "checkpoints").write_text("not a folder")
+    with pytest.raises(ConfigurationError) as error:
+        check_folders(layout)
+    assert str(error.value) == (
+        f"--checkpoint.dirpath: {tmp_path}/run/checkpoints is a file, where the run's folder "
+        "goes; move it away, or give another --checkpoint.dirpath"
+    )
+    check_folders(run_layout("gs://bucket/run", None))  # buckets have no such files

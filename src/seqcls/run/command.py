@@ -46,7 +46,7 @@ from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.fit_end import announce_already_finished, announce_fit_end
 from seqcls.run.flag_values import keep_comment_like_values
-from seqcls.run.layout import DEFAULT_ROOT, run_layout
+from seqcls.run.layout import DEFAULT_ROOT, check_folders, run_layout
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
@@ -140,6 +140,7 @@ class RunCLI(LightningCLI):
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
+        check_folders(self.layout)
         # --checkpoint.dirpath stays as given: config.yaml is stacked into other runs' configs.
         check_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from seqcls.cloud.vertex import vertex_output_dirs
+from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -63,3 +64,19 @@ def run_layout(
         logs=os.path.join(root, "logs"),
         model=os.path.join(root, "model"),
     )
+
+
+def check_folders(layout: RunLayout) -> None:
+    """Fail in one line where a local file stands where a folder of the run goes: it was found
+    only at the first checkpoint, as a traceback, after an epoch of training."""
+    for flag, path in [
+        ("--trainer.default_root_dir", layout.root),
+        ("--checkpoint.dirpath", layout.checkpoints),
+        ("--trainer.default_root_dir", layout.logs),
+        ("--trainer.default_root_dir", layout.model),
+    ]:
+        if "://" not in path and os.path.isfile(path):
+            raise ConfigurationError(
+                f"{flag}: {path} is a file, where the run's folder goes; move it away, or "
+                f"give another {flag}"
+            )
