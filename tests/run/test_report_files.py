@@ -61,6 +61,13 @@ def test_multi_label_report_uses_each_labels_threshold(tmp_path: Path) -> None:
     assert float(per_label["y"]["f1"]) == 1.0  # 0.9 reaches 0.7, 0.6 does not
     assert [per_label[n]["threshold"] for n in ("x", "y")] == ["0.25", "0.7"]
     assert read_rows(tmp_path / "most_wrong.csv") == []
+    # Wrong rows, largest error first: row 1's y at 0.6 against 0 is off by 0.6 (its x at 0.1
+    # is right); row 2's y at 0.8 off by 0.8 under the default thresholds of 0.5.
+    rows = Rows(torch.arange(3), torch.tensor([[0.9, 0.9], [0.1, 0.6], [0.9, 0.8]]).logit(), gold)
+    write_report(tmp_path, space, rows, texts, temperature=1.0, thresholds=[0.5, 0.5])
+    wrong = read_rows(tmp_path / "most_wrong.csv")
+    assert [(row["index"], row["predicted"]) for row in wrong] == [("2", "x, y"), ("1", "y")]
+    assert [float(row["error"]) for row in wrong] == pytest.approx([0.8, 0.6], abs=1e-6)
 
 
 def test_regression_report(tmp_path: Path) -> None:

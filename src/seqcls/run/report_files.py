@@ -144,11 +144,12 @@ def _multi_label(
                 "text": text,
                 "gold": space.describe(gold[i].tolist()),
                 "predicted": space.describe(predicted[i].tolist()),
-                "confidence": round(1.0 - float(error[i]), 6),
+                # The row's largest |probability - gold| over its labels: how far off it is.
+                "error": round(float(error[i]), 6),
             }
             for i, text in zip(worst.tolist(), texts(rows.index[worst].tolist()), strict=True)
         ],
-        fields=["index", "text", "gold", "predicted", "confidence"],
+        fields=["index", "text", "gold", "predicted", "error"],
     )
     matrices = multilabel_confusion_matrix(predicted, gold, n)
     return {"confusion_matrix": pictures.per_label_confusion(matrices, space.names)}
