@@ -69,6 +69,25 @@ def test_without_windows_a_row_reads_as_truncated(tiny_bert: Path) -> None:
     assert short == "late card"
 
 
+@pytest.mark.parametrize("model", ["tiny_bert", "tiny_roberta"])
+def test_a_pair_reads_as_its_two_texts_with_the_separator_between(
+    model: str, request: pytest.FixtureRequest
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue(model))
+    features = tokenizer(["late card", "parcel"], ["refund charge", "crash error login"])
+    rows = datasets.Dataset.from_dict({"input_ids": features["input_ids"], INDEX: [3, 4]})
+    datamodule = SimpleNamespace(
+        splits={"validation": [rows]}, tokenizer=tokenizer, window_stride=None,
+        max_length=MAX_LENGTH, text_pair_column="second",
+    )  # fmt: skip
+    texts = split_texts(SimpleNamespace(datamodule=datamodule), "validation", 0)([4, 3])
+    separator = tokenizer.sep_token
+    assert texts == [
+        f"parcel {separator} crash error login",
+        f"late card {separator} refund charge",
+    ]
+
+
 def test_a_set_the_data_module_lacks_has_empty_texts(tiny_bert: Path) -> None:
     trainer = trainer_for(tiny_bert, STRIDE)
     assert split_texts(trainer, "validation", 1)([7, 8]) == ["", ""]

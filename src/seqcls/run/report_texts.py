@@ -1,7 +1,8 @@
 """The texts the evaluation report shows beside its rows: what the model read, decoded.
 
 A row's text is decoded from its tokens, so it is what the model read (after truncation,
-and as the tokenizer normalises it). With ``--data.window_stride`` a row is a document held
+and as the tokenizer normalises it); a pair's two texts with the tokenizer's separator
+between them. With ``--data.window_stride`` a row is a document held
 as overlapping windows (data/windows.py); its text is its windows' tokens joined without the
 tokens each window repeats from the one before, so the whole document reads once.
 """
@@ -29,14 +30,28 @@ def split_texts(trainer: pl.Trainer, split: str, position: int) -> Texts:
     stride = getattr(datamodule, "window_stride", None)
     shared = None if stride is None else overlap(stride, datamodule.max_length, tokenizer)
     frame = special_frame(tokenizer)
+    pairs = getattr(datamodule, "text_pair_column", None) is not None
 
     def texts(indices: Any) -> list[str]:
         ids = [rows[where[int(i)]]["input_ids"] for i in indices]
         if shared is not None:
             ids = [document_tokens(windows, shared, frame) for windows in ids]
+        if pairs:
+            return [decode_pair(tokenizer, i) for i in ids]
         return [tokenizer.decode(i, skip_special_tokens=True) for i in ids]
 
     return texts
+
+
+def decode_pair(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int]) -> str:
+    """A pair's two texts, with the tokenizer's separator between them where the second
+    begins: decoded whole, the two would run together."""
+    tokens = list(ids)
+    separator = tokenizer.sep_token_id
+    cut = next((i for i in range(1, len(tokens)) if tokens[i] == separator), len(tokens))
+    first = str(tokenizer.decode(tokens[:cut], skip_special_tokens=True))
+    second = str(tokenizer.decode(tokens[cut:], skip_special_tokens=True))
+    return f"{first} {tokenizer.sep_token} {second}" if second else first
 
 
 def document_tokens(
