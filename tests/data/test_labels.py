@@ -50,8 +50,12 @@ def test_given_names_and_problem_type_are_kept() -> None:
 
 
 def test_a_regression_given_text_labels_is_an_error() -> None:
-    with pytest.raises(ConfigurationError, match=r"regression needs numeric labels, found 'high'"):
+    with pytest.raises(ConfigurationError) as error:
         space([1.0, "high"], problem_type="regression")
+    assert str(error.value) == (
+        "f: a regression needs numeric labels, found 'high' in row(s) 1 (counted from 0); fix "
+        "or drop those rows, or set --data.problem_type to a classification"
+    )
 
 
 def test_mixed_label_types_are_rejected_with_the_place() -> None:
@@ -66,7 +70,6 @@ def test_mixed_label_types_are_rejected_with_the_place() -> None:
         (float("nan"), {}),
         ("", {}),  # an empty cell, as a file read with only empty cells missing may give it
         (" ", {}),
-        ([], {"problem_type": SINGLE}),  # a row with no labels is multi-label only
     ],
 )
 def test_empty_or_nan_labels_name_at_most_ten_rows(missing: object, options: dict) -> None:
@@ -121,9 +124,9 @@ def test_a_multi_label_row_may_have_no_labels() -> None:
     assert targets == [[0.0, 0.0], [0.0, 1.0]]
     assert split_labels(["billing", None, ""], "|") == [["billing"], [], []]
     assert encode_labels(split_labels([None, "shipping"], "|"), found, where="f") == targets
-    # A missing value that is not a list is still missing.
-    with pytest.raises(ConfigurationError, match=r"empty or NaN label in row\(s\) 1 "):
-        encode_labels([["billing"], None], found, where="f")
+    # JSON's null, as a row of a list column, is a row with no labels too.
+    assert space([["billing"], None, ["shipping"]]) == found
+    assert encode_labels([None, ["shipping"]], found, where="f") == targets
 
 
 def test_a_multi_label_column_where_no_row_has_a_label_is_an_error() -> None:
@@ -213,6 +216,14 @@ def test_a_separator_turns_text_cells_into_label_lists() -> None:
     assert values == [["billing", "shipping"], ["account"], ["technical", "billing"]]
     assert space(values) == LabelSpace(MULTI, ("account", "billing", "shipping", "technical"))
     assert split_labels(["a|b"], None) == ["a|b"]
+
+
+def test_a_separator_reads_integer_labels_as_integers() -> None:
+    # pandas reads a column whose cells hold no separator as numbers, an empty cell as NaN.
+    assert split_labels([3, None, float("nan"), 10.0], "|") == [[3], [], [], [10]]
+    assert split_labels(["3|1", "10", ""], "|") == [[3, 1], [10], []]
+    assert space(split_labels(["3|1", "10|2"], "|")).names == ("1", "2", "3", "10")
+    assert split_labels(["1|01", "2"], "|") == [["1", "01"], ["2"]]  # "01" is a name: all text
 
 
 def test_a_fine_tuned_models_config_gives_its_label_space() -> None:

@@ -20,7 +20,7 @@ def test_a_cell_of_white_space_only_holds_no_text() -> None:
         with pytest.raises(ConfigurationError) as error:
             texts_of({"text": ["hello", blank]}, "text", [0, 1], "predict.jsonl")
         assert str(error.value) == (
-            "predict.jsonl: column 'text' row 1 (counted from 0 after the header) holds no text, "
+            "predict.jsonl: column 'text' row 1 (counted from 0) holds no text, "
             f"only {blank!r}; fill or drop that row"
         )
 
@@ -29,7 +29,7 @@ def test_a_value_of_another_type_points_at_the_text_column() -> None:
     with pytest.raises(ConfigurationError) as error:
         texts_of({"text": [3]}, "text", [0], "train.jsonl")
     assert str(error.value) == (
-        "train.jsonl: column 'text' row 0 (counted from 0 after the header) is 3, not text; "
+        "train.jsonl: column 'text' row 0 (counted from 0) is 3, not text; "
         "fill or drop that row, or point --data.text_column at the text"
     )
     assert texts_of({"text": ["a", "b"]}, "text", [0, 1], "x.csv") == ["a", "b"]

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.data.columns import INDEX, LABELS
-from seqcls.data.label_checks import ROWS_FROM_0
+from seqcls.data.label_checks import rows_counted
 from seqcls.data.labels import (
     LabelSpace,
     Target,
@@ -292,20 +292,21 @@ def tokenize_rows(
 
 def texts_of(batch: dict[str, list[Any]], column: str, indices: list[int], path: str) -> list[str]:
     values = batch[column]
+    counted = rows_counted(path)
     for row, value in zip(indices, values, strict=True):
         if value is None:  # an empty cell, or a blank line
             raise ConfigurationError(
-                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is empty (a blank line "
+                f"{path}: column {column!r} row {row} ({counted}) is empty (a blank line "
                 "is a row of empty cells); fill or drop that row"
             )
         if not isinstance(value, str):
             raise ConfigurationError(
-                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) is {value!r}, not text; "
+                f"{path}: column {column!r} row {row} ({counted}) is {value!r}, not text; "
                 "fill or drop that row, or point --data.text_column at the text"
             )
         if not value.strip():  # would be scored from the special tokens alone
             raise ConfigurationError(
-                f"{path}: column {column!r} row {row} ({ROWS_FROM_0}) holds no text, only "
+                f"{path}: column {column!r} row {row} ({counted}) holds no text, only "
                 f"{value!r}; fill or drop that row"
             )
     return values

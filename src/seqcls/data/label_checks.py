@@ -9,6 +9,9 @@ from seqcls.errors import ConfigurationError
 SHOWN = 10  # how many offending rows or values an error message lists
 # How error messages number a file's rows: as predictions.csv's index does.
 ROWS_FROM_0 = "counted from 0 after the header"
+# Only these formats have a header line to count after; JSON Lines, Parquet and hub splits
+# number their rows from 0 all the same.
+_FORMATS_WITH_A_HEADER = (".csv", ".tsv")
 # The words pandas reads as missing by default. Files are read with only empty cells missing
 # (an intent may be called "None"), so in a column of numbers these words are text, where the
 # writer (R's write.csv writes NA) meant a missing value.
@@ -18,24 +21,53 @@ _NA_WORDS = frozenset(
 )
 
 
-def require_labels(values: Sequence[object], *, where: str, multi_label: bool) -> None:
-    """Every row has a label. A multi-label row may have none (``[]``): none of the labels
-    applies to it; a single-label or regression row needs one."""
-    missing = [row for row, value in enumerate(values) if _is_missing(value, multi_label)]
+def require_labels(
+    values: Sequence[object], *, where: str, multi_label: bool, type_inferred: bool = False
+) -> None:
+    """Every row has a label. A multi-label row is a list, and may have none (``[]``, or null):
+    none of the labels applies to it; a single-label or regression row needs one.
+    ``type_inferred``: the problem type was read from these values, so text among a clear
+    majority of numbers is taken for a typo rather than for class names."""
+    if multi_label:
+        _require_label_lists(values, where=where)
+        return
+    missing = [row for row, value in enumerate(values) if _is_missing(value)]
     if missing:
         raise ConfigurationError(
-            f"{where}: empty or NaN label in row(s) {_rows(missing)} ({ROWS_FROM_0}); every row "
-            "needs a label"
+            f"{where}: empty or NaN label in row(s) {_rows(missing)} ({rows_counted(where)}); "
+            "every row needs a label"
         )
-    _require_no_na_words_among_numbers(values, where=where)
+    _require_no_text_among_numbers(values, where=where, text_is_a_typo=type_inferred)
+
+
+def require_no_label_lists(
+    values: Sequence[object], *, where: str, problem_type: str, fix: str
+) -> None:
+    """One label per row, as a single-label classification or a regression takes; a list of
+    labels is a multi-label row. ``fix``: what to do, which depends on who chose the type."""
+    lists = [row for row, value in enumerate(values) if isinstance(value, list)]
+    if lists:
+        raise ConfigurationError(
+            f"{where}: holds lists of labels (multi-label) in row(s) {_rows(lists)} "
+            f"({rows_counted(where)}), where a {problem_type} takes one label per row; {fix}"
+        )
 
 
 def require_numbers(values: Sequence[object], *, where: str) -> None:
-    bad = next((value for value in values if not is_number(value)), None)
-    if bad is not None:
+    """A regression's labels: finite numbers, or text that reads as one (a CSV column with
+    any text in it is read as text). inf or -inf would make the loss, and every metric, NaN."""
+    text = [row for row, value in enumerate(values) if not _is_numeric(value)]
+    if text:
         raise ConfigurationError(
-            f"{where}: a regression needs numeric labels, found {bad!r}; fix the column, "
-            "or set --data.problem_type to a classification"
+            f"{where}: a regression needs numeric labels, found {_shown(values, text)} in "
+            f"row(s) {_rows(text)} ({rows_counted(where)}); fix or drop those rows, or set "
+            "--data.problem_type to a classification"
+        )
+    infinite = [row for row, value in enumerate(values) if not _is_finite(value)]
+    if infinite:
+        raise ConfigurationError(
+            f"{where}: a regression needs finite labels, found {_shown(values, infinite)} in "
+            f"row(s) {_rows(infinite)} ({rows_counted(where)}); fix or drop those rows"
         )
 
 
@@ -64,45 +96,134 @@ def require_label_names(
     )
 
 
+def label_ids(
+    labels: Sequence[object],
+    rows: Sequence[int],
+    names: Sequence[str],
+    *,
+    where: str,
+    names_given: bool = False,
+) -> list[int]:
+    """The id of each label (in the file row ``rows`` gives): its name's, matched by text
+    (``1`` matches ``"1"``), or, if no label matches any name and every label is an integer in
+    ``range(len(names))``, the integer itself, the way GLUE stores ids beside a list of names.
+
+    A label that is neither is refused. ``names_given``: these are the training rows, and the
+    names are --data.label_names, which must hold every label trained on; otherwise they are
+    the labels a model predicts (being trained, or trained), which scores no other."""
+    index = {name: position for position, name in enumerate(names)}
+    texts = [str(label) for label in labels]
+    unknown = [position for position, text in enumerate(texts) if text not in index]
+    if not unknown:
+        return [index[text] for text in texts]
+    if are_label_ids(labels, names):
+        return [int(text) for text in texts]
+    shown = _shown(texts, unknown)
+    numbers = _rows(sorted({rows[position] for position in unknown}))
+    place = f"{where}: label(s) {shown} in row(s) {numbers} ({rows_counted(where)})"
+    if names_given:
+        raise ConfigurationError(
+            f"{place} not in --data.label_names ({', '.join(names)}); add them to "
+            "--data.label_names, or fix those rows"
+        )
+    raise ConfigurationError(
+        f"{place} not among the model's labels ({', '.join(names)}); fix or drop those rows "
+        "(the model predicts only its labels), or, when training, list every label in "
+        "--data.label_names"
+    )
+
+
+def are_label_ids(labels: Sequence[object], names: Sequence[str]) -> bool:
+    known = set(names)
+    return not any(str(label) in known for label in labels) and all(
+        isinstance(label, int) and not isinstance(label, bool) and 0 <= label < len(names)
+        for label in labels
+    )
+
+
 def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _is_missing(value: object, multi_label: bool) -> bool:
+def rows_counted(where: str) -> str:
+    """How a message about ``where`` (``"data/dev.csv, column 'label'"``) numbers its rows: from
+    0, as predictions' index does, and in a CSV or TSV file after the header line."""
+    source = where.split(", column ", 1)[0].lower()
+    return ROWS_FROM_0 if source.endswith(_FORMATS_WITH_A_HEADER) else "counted from 0"
+
+
+def _require_label_lists(values: Sequence[object], *, where: str) -> None:
+    """Each multi-label row a list of labels; null, like ``[]``, is a row with none."""
+    cells = [row for row, value in enumerate(values) if not isinstance(value, list | None)]
+    if cells:
+        raise ConfigurationError(
+            f"{where}: multi-label rows need a list of labels, found {_shown(values, cells)} in "
+            f"row(s) {_rows(cells)} ({rows_counted(where)}); write each row's labels as a list "
+            "(JSON Lines, Parquet), or set --data.label_separator for text cells like "
+            "'billing|shipping'"
+        )
+
+
+def _is_missing(value: object) -> bool:
     if isinstance(value, str):
         return not value.strip()
     if isinstance(value, float):
         return math.isnan(value)
-    return value is None or (value == [] and not multi_label)
+    return value is None or value == []
 
 
-def _require_no_na_words_among_numbers(values: Sequence[object], *, where: str) -> None:
-    """A column of numbers with ``NA`` (or ``null``, ``None``...) cells has gaps, not names."""
-    words = [row for row, value in enumerate(values) if _is_na_word(value)]
-    if not words or not all(_is_na_word(value) or _is_numeric(value) for value in values):
-        return
-    if len(words) == len(values):
-        return  # no numbers: the words are the labels
-    shown = ", ".join(sorted({repr(values[row]) for row in words}))
-    raise ConfigurationError(
-        f"{where}: {shown} among numeric labels in row(s) {_rows(words)} ({ROWS_FROM_0}); only "
-        "an empty cell is a missing label, and every row needs one: fill or drop those rows"
-    )
+def _require_no_text_among_numbers(
+    values: Sequence[object], *, where: str, text_is_a_typo: bool
+) -> None:
+    """In a column of numbers, a cell that does not read as one is a mistake: ``NA`` (or
+    ``null``, ``None``...) always, as the gap its writer meant; other text (``high`` among
+    scores) when ``text_is_a_typo`` and more than half the rows hold numbers. Class names
+    that are numbers beside a few words are rare; a silent class for a typo is worse."""
+    text = [row for row, value in enumerate(values) if not _is_numeric(value)]
+    if not text or len(text) == len(values):
+        return  # all numbers, or none: the text is the labels
+    counted = rows_counted(where)
+    if all(_is_na_word(values[row]) for row in text):
+        shown = ", ".join(sorted({repr(values[row]) for row in text}))
+        raise ConfigurationError(
+            f"{where}: {shown} among numeric labels in row(s) {_rows(text)} ({counted}); only "
+            "an empty cell is a missing label, and every row needs one: fill or drop those rows"
+        )
+    if text_is_a_typo and 2 * len(text) < len(values):
+        raise ConfigurationError(
+            f"{where}: holds numbers, but row(s) {_rows(text)} ({counted}) hold "
+            f"{_shown(values, text)}; fix or drop those rows (or give --data.problem_type "
+            "single_label_classification if the numbers are class names)"
+        )
 
 
 def _is_na_word(value: object) -> bool:
     return isinstance(value, str) and value in _NA_WORDS
 
 
+def _is_finite(value: object) -> bool:
+    return math.isfinite(float(value))  # type: ignore[arg-type]
+
+
 def _is_numeric(value: object) -> bool:
-    """A number, or text that reads as one (pandas reads a column with text in it as text)."""
+    """A number, or text that reads as one (pandas reads a column with text in it as text);
+    ``nan`` and the other NA words are the gaps they stand for, not numbers."""
     if not isinstance(value, str):
         return is_number(value)
+    if _is_na_word(value):
+        return False
     try:
         float(value)
     except ValueError:
         return False
     return True
+
+
+def _shown(values: Sequence[object], rows: Sequence[int]) -> str:
+    """The first few distinct values in ``rows``, in row order."""
+    distinct = list(dict.fromkeys(repr(values[row]) for row in rows))
+    more = f" and {len(distinct) - SHOWN} more" if len(distinct) > SHOWN else ""
+    return ", ".join(distinct[:SHOWN]) + more
 
 
 def _rows(rows: Sequence[int]) -> str:

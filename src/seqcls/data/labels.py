@@ -1,14 +1,17 @@
 """The label space: the problem type, the label names in a stable order, and rows to targets."""
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from seqcls.data.label_checks import (
-    SHOWN,
+    are_label_ids,
     is_number,
+    label_ids,
     require_label_names,
     require_labels,
+    require_no_label_lists,
     require_numbers,
 )
 from seqcls.errors import ConfigurationError
@@ -22,6 +25,10 @@ PROBLEM_TYPES: tuple[ProblemType, ...] = (
 MULTI_LABEL: ProblemType = "multi_label_classification"
 UNLABELLED = -1  # GLUE test splits store this in place of a label
 Target = int | float | list[float]
+_LISTS_ARE_MULTI_LABEL = (
+    "drop --data.problem_type (lists make a multi-label problem) or set it to "
+    "multi_label_classification"
+)
 
 
 @dataclass(frozen=True)
@@ -85,19 +92,26 @@ def infer_label_space(
     """
     if problem_type != "regression" and (names or problem_type):
         values = _whole_floats_as_integers(values)
+    type_inferred = problem_type is None and not names
     if problem_type is None:
         problem_type = _infer_problem_type(values)
+    elif problem_type != MULTI_LABEL:
+        require_no_label_lists(
+            values, where=where, problem_type=problem_type, fix=_LISTS_ARE_MULTI_LABEL
+        )
     multi_label = problem_type == MULTI_LABEL
-    require_labels(values, where=where, multi_label=multi_label)
+    require_labels(values, where=where, multi_label=multi_label, type_inferred=type_inferred)
     if problem_type == "regression":
         require_numbers(values, where=where)
         return LabelSpace("regression", (column,))
+    labels, rows = _labels_and_rows(values, multi_label=multi_label)
     if names:
         require_label_names(names, where="--data.label_names", multi_label=multi_label, given=True)
+        # The training file's every label needs a name: found here, not as a validation
+        # file's unknown label when the rows are encoded.
+        label_ids(labels, rows, names, where=where, names_given=True)
         return LabelSpace(problem_type, tuple(names))
-    if multi_label:
-        values = [label for value in values for label in _as_list(value, where=where)]
-    found = _sorted_names(values, where=where)
+    found = _sorted_names(labels, where=where)
     require_label_names(found, where=where, multi_label=multi_label, given=False)
     return LabelSpace(problem_type, tuple(found))
 
@@ -118,24 +132,29 @@ def given_label_space(
 def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) -> list[Target]:
     """Each row's training target: a class id, a multi-hot vector (all zeros for a row with
     no labels) or a float. A class label that is a float with a whole value is its integer."""
+    multi_label = space.problem_type == MULTI_LABEL
+    if not multi_label:
+        # The space may come from the flags, the training rows or a trained model.
+        require_no_label_lists(
+            values,
+            where=where,
+            problem_type=space.problem_type,
+            fix=f"give each row one label, or, when training, {_LISTS_ARE_MULTI_LABEL}",
+        )
     if space.problem_type == "regression":
         require_labels(values, where=where, multi_label=False)
         require_numbers(values, where=where)
         return [float(value) for value in values]  # type: ignore[arg-type]
     values = _whole_floats_as_integers(values)
-    require_labels(values, where=where, multi_label=space.problem_type == MULTI_LABEL)
-    if space.problem_type == MULTI_LABEL:
-        rows = [_as_list(value, where=where) for value in values]
-        ids = _label_ids([label for row in rows for label in row], space.names, where=where)
-        targets, start = [], 0
-        for row in rows:
-            target = [0.0] * len(space.names)
-            for index in ids[start : start + len(row)]:
-                target[index] = 1.0
-            targets.append(target)
-            start += len(row)
-        return targets  # type: ignore[return-value]
-    return list(_label_ids(values, space.names, where=where))
+    require_labels(values, where=where, multi_label=multi_label)
+    labels, rows = _labels_and_rows(values, multi_label=multi_label)
+    ids = label_ids(labels, rows, space.names, where=where)
+    if not multi_label:
+        return list(ids)
+    multi_hot = [[0.0] * len(space.names) for _ in values]
+    for row, label_id in zip(rows, ids, strict=True):
+        multi_hot[row][label_id] = 1.0
+    return list(multi_hot)
 
 
 def label_counts(label_ids: Sequence[int], num_labels: int) -> list[int]:
@@ -147,11 +166,17 @@ def label_counts(label_ids: Sequence[int], num_labels: int) -> list[int]:
 
 
 def split_labels(values: Sequence[object], separator: str | None) -> list[object]:
-    """With a separator, text cells become label lists: ``"billing|shipping"`` -> two labels,
-    and an empty cell none (a row none of the labels applies to)."""
+    """With a separator, every cell becomes a label list: ``"billing|shipping"`` -> two labels,
+    an empty cell none (a row none of the labels applies to), and a number one (pandas reads a
+    column whose cells hold no separator as numbers). Labels that all read as integers are
+    integers, as in a JSON list, so that they sort numerically and read alike in both."""
     if separator is None:
         return list(values)
-    return [_split(value, separator) for value in values]
+    rows = [_split(value, separator) for value in values]
+    labels = [label for row in rows for label in row]
+    if not all(map(_reads_as_integer, labels)):
+        return list(rows)
+    return [[int(str(label)) for label in row] for row in rows]
 
 
 def reads_label_ids(values: Sequence[object], space: LabelSpace) -> bool:
@@ -162,40 +187,12 @@ def reads_label_ids(values: Sequence[object], space: LabelSpace) -> bool:
     labels = _whole_floats_as_integers(values)
     if space.problem_type == MULTI_LABEL:
         labels = [label for value in labels if isinstance(value, list) for label in value]
-    return bool(labels) and _are_ids(labels, space.names)
+    return bool(labels) and are_label_ids(labels, space.names)
 
 
 def is_unlabelled(values: Sequence[object]) -> bool:
     """True for a split whose labels are all missing or the GLUE placeholder -1."""
     return all(value is None or value == UNLABELLED for value in values)
-
-
-def _label_ids(values: Sequence[object], names: Sequence[str], *, where: str) -> list[int]:
-    """Labels match names by their text (``1`` matches ``"1"``).
-
-    If no label matches any name and every label is an integer in ``range(len(names))``,
-    the integers are taken as ids, the way GLUE stores them beside a list of names.
-    """
-    index = {name: position for position, name in enumerate(names)}
-    texts = [str(value) for value in values]
-    unknown = sorted({text for text in texts if text not in index})
-    if not unknown:
-        return [index[text] for text in texts]
-    if _are_ids(values, names):
-        return [int(text) for text in texts]
-    shown = ", ".join(repr(text) for text in unknown[:SHOWN])
-    raise ConfigurationError(
-        f"{where}: label(s) {shown} not among the training labels ({', '.join(names)}); "
-        "fix the data, or pass --data.label_names listing every label"
-    )
-
-
-def _are_ids(labels: Sequence[object], names: Sequence[str]) -> bool:
-    known = set(names)
-    return not any(str(label) in known for label in labels) and all(
-        isinstance(label, int) and not isinstance(label, bool) and 0 <= label < len(names)
-        for label in labels
-    )
 
 
 def _infer_problem_type(values: Sequence[object]) -> ProblemType:
@@ -221,12 +218,22 @@ def _integer_if_whole(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _split(value: object, separator: str) -> object:
-    if value is None:
-        return []
+def _split(value: object, separator: str) -> list[object]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return []  # an empty cell (pandas gives a column of numbers NaN for one)
     if isinstance(value, str):
         return [part.strip() for part in value.split(separator) if part.strip()]
-    return value
+    if isinstance(value, list):
+        return value
+    return [_integer_if_whole(value)]
+
+
+def _reads_as_integer(label: object) -> bool:
+    """An integer, or its text as ``str`` writes it (``"01"`` is a name, kept as text)."""
+    if isinstance(label, str):
+        digits = label.removeprefix("-")
+        return digits.isascii() and digits.isdigit() and str(int(label)) == label
+    return isinstance(label, int) and not isinstance(label, bool)
 
 
 def _sorted_names(values: Sequence[object], *, where: str) -> list[str]:
@@ -244,11 +251,17 @@ def _sorted_names(values: Sequence[object], *, where: str) -> list[str]:
     )
 
 
-def _as_list(value: object, *, where: str) -> list[object]:
-    if isinstance(value, list):
-        return value
-    raise ConfigurationError(
-        f"{where}: multi-label rows need a list of labels, found {value!r}; "
-        "write each row's labels as a list (JSON Lines, Parquet), or set "
-        "--data.label_separator for text cells like 'billing|shipping'"
-    )
+def _labels_and_rows(
+    values: Sequence[object], *, multi_label: bool
+) -> tuple[list[object], list[int]]:
+    """Every label, and the row it is in: a multi-label row's list (checked by
+    ``require_labels``; null is a row with no labels) gives one entry per label."""
+    if not multi_label:
+        return list(values), list(range(len(values)))
+    pairs = [
+        (label, row)
+        for row, value in enumerate(values)
+        if isinstance(value, list)
+        for label in value
+    ]
+    return [label for label, _ in pairs], [row for _, row in pairs]
