@@ -1,7 +1,9 @@
 """``seqcls mlm`` on CPU, tiny BERT: dev perplexity falls, and ``seqcls fit`` takes its model."""
 
 import json
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -180,10 +182,13 @@ def test_a_resumed_run_and_its_checkpoints_work_with_the_pooler_kept_out_of_them
                 "--trainer.enable_progress_bar", "false",
             ]
         )  # fmt: skip
-    assert (run / "checkpoints" / "best-epoch0-step2.ckpt").is_file()
+    # The resumed run's better checkpoint replaced the first run's best one.
+    best = [path.name for path in (run / "checkpoints").glob("best-*.ckpt")]
+    assert best == ["best-epoch0-step4.ckpt"]
     assert json.loads((run / "metrics.json").read_text())["best"]["step"] == 4
-    saved = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert not [key for key in saved["state_dict"] if "pooler" in key]
+    for name in [*best, "last.ckpt"]:
+        saved = torch.load(run / "checkpoints" / name, map_location="cpu", weights_only=True)
+        assert not [key for key in saved["state_dict"] if "pooler" in key]
     exported = AutoModelForSequenceClassification.from_pretrained(run / "model", num_labels=2)
     original = AutoModel.from_pretrained(tiny_bert)
     assert torch.equal(exported.bert.pooler.dense.weight, original.pooler.dense.weight)
@@ -196,3 +201,77 @@ def test_a_resumed_run_and_its_checkpoints_work_with_the_pooler_kept_out_of_them
         ]
     )  # fmt: skip
     assert json.loads((run / "metrics.json").read_text())["validation"]["perplexity"] > 1
+
+
+def fit_two_epochs(run: Path, model: Path, *callbacks: dict[str, Any]) -> None:
+    """96 blocks, batch 16: 6 steps an epoch."""
+    main(
+        [
+            "mlm", "fit",
+            "--config", str(REPO / "configs/mlm.yaml"),
+            "--model.model_name_or_path", str(model),
+            "--model.learning_rate", "2e-3",
+            "--data.max_train_samples", "96",
+            "--data.cache_dir", str(run.parent / "cache"),
+            "--trainer.default_root_dir", str(run),
+            "--trainer.max_epochs", "2",
+            "--trainer.enable_progress_bar", "false",
+            "--trainer.enable_model_summary", "false",
+            "--trainer.callbacks", json.dumps(list(callbacks)),
+        ]
+    )  # fmt: skip
+
+
+def test_a_run_stopped_mid_epoch_resumes_to_the_uninterrupted_weights(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    """The training masks come from the seed, the epoch and the block alone: the batch that
+    Lightning collates before the resumed run's random state is back is masked as it was."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same arithmetic in both runs
+    try:
+        fit_two_epochs(tmp_path / "uninterrupted", tiny_bert)
+        stop = {"class_path": "resume_probe.SigtermAt", "init_args": {"step": 8}}
+        with pytest.raises(SystemExit) as stopped:
+            fit_two_epochs(tmp_path / "resumed", tiny_bert, stop)
+        assert stopped.value.code == 128 + signal.SIGTERM
+        fit_two_epochs(tmp_path / "resumed", tiny_bert)
+    finally:
+        torch.set_num_threads(threads)
+    reference, resumed = (
+        torch.load(tmp_path / run / "checkpoints/last.ckpt", weights_only=True)["state_dict"]
+        for run in ["uninterrupted", "resumed"]
+    )
+    assert reference.keys() == resumed.keys()
+    for name, tensor in reference.items():
+        assert torch.equal(resumed[name], tensor), name
+
+
+def test_too_few_held_out_tokens_stop_before_the_run_directory_is_written(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """26 documents fill several blocks; the one held out of them for validation fills none."""
+    small = tmp_path / "small.txt"
+    texts = [row.rsplit(",", 1)[0] for row in (SAMPLE / "train.csv").read_text().splitlines()]
+    small.write_text("\n".join(texts[1:27]) + "\n")
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                "mlm", "fit",
+                "--config", str(REPO / "configs/mlm.yaml"),
+                "--model.model_name_or_path", str(tiny_bert),
+                "--data.train_file", str(small),
+                "--data.validation_file", "null",
+                "--data.cache_dir", str(tmp_path / "cache"),
+                "--trainer.default_root_dir", str(run),
+            ]
+        )  # fmt: skip
+    assert done.value.code == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(
+        f"seqcls: error: the validation documents held out of {small} "
+        "(--data.validation_fraction 0.05): "
+    )
+    assert "--data.validation_file" in line
+    assert not run.exists()  # no logs/ either: the check runs before the logger starts

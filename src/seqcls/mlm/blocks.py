@@ -6,12 +6,15 @@ As in BERT's pretraining and Hugging Face's ``run_mlm.py``, every document is to
 shape that never changes.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import datasets
+import numpy as np
 import torch
+from torch.utils.data import DataLoader, DistributedSampler
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
 from seqcls.data.columns import INDEX
@@ -48,11 +51,10 @@ def tokenize_corpus(
     require_columns(table, columns, path=source.label)
 
     def encode(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
-        texts = texts_of(batch, spec.text_column, indices, source.label)
-        if spec.text_pair_column:  # a pair's two texts are two documents, in row order
-            pairs = texts_of(batch, spec.text_pair_column, indices, source.label)
-            texts = [text for pair in zip(texts, pairs, strict=True) for text in pair]
-        texts = [text for text in texts if text.strip()]  # blank lines are no documents
+        # A pair's two texts are two documents, in row order.
+        columns = [spec.text_column, *([spec.text_pair_column] if spec.text_pair_column else [])]
+        cells = [_documents(batch[column], column, indices, source.label) for column in columns]
+        texts = [text for row in zip(*cells, strict=True) for text in row if text is not None]
         # verbose=False: documents longer than the model takes are expected; blocks are not.
         return dict(
             tokenizer(
@@ -67,8 +69,35 @@ def tokenize_corpus(
     return tokenize_rows(table, encode, key=key, num_proc=num_proc, path=source.label)
 
 
-def pack(documents: datasets.Dataset, block_size: int, *, where: str) -> datasets.Dataset:
-    """Join ``documents`` and cut them into numbered blocks of ``block_size`` tokens."""
+def _documents(values: list[Any], column: str, indices: list[int], path: str) -> list[str | None]:
+    """Each row's document, None for a blank cell (empty, white space only, a blank line):
+    in a corpus that is no document, where a classifier would score it from its special
+    tokens alone. A value that is not text is refused with its row, as ``seqcls fit`` does."""
+    filled = [at for at, value in enumerate(values) if not _is_blank(value)]
+    texts = texts_of(
+        {column: [values[at] for at in filled]}, column, [indices[at] for at in filled], path
+    )
+    documents: list[str | None] = [None] * len(values)
+    for at, text in zip(filled, texts, strict=True):
+        documents[at] = text
+    return documents
+
+
+def _is_blank(value: object) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def pack(
+    documents: datasets.Dataset,
+    block_size: int,
+    *,
+    where: str,
+    fix: str = "give more text or a smaller --data.max_length",
+) -> datasets.Dataset:
+    """Join ``documents`` and cut them into numbered blocks of ``block_size`` tokens.
+
+    Too few tokens for one block stop with ``where`` (the documents) and ``fix`` (what to do).
+    """
 
     def cut(batch: dict[str, list[list[Any]]]) -> dict[str, list[list[Any]]]:
         joined = {key: list(chain.from_iterable(values)) for key, values in batch.items()}
@@ -85,28 +114,80 @@ def pack(documents: datasets.Dataset, block_size: int, *, where: str) -> dataset
         tokens = sum(len(ids) for ids in documents["input_ids"])
         raise ConfigurationError(
             f"{where}: {tokens} tokens do not fill one block of --data.max_length {block_size}; "
-            "give more text or a smaller --data.max_length"
+            f"{fix}"
         )
     return blocks.add_column(INDEX, list(range(len(blocks))))
 
 
+def stack_blocks(examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """Blocks as tensors, unmasked: every block is full, so they stack without padding."""
+    return {key: torch.tensor([example[key] for example in examples]) for key in examples[0]}
+
+
 @dataclass
 class BlockMasking(DataCollatorForLanguageModeling):
-    """Masks blocks for the masked-LM loss (15% of tokens by default).
+    """Masks blocks for the masked-LM loss (15% of tokens by default), each block by itself.
 
-    With ``fixed_seed``, each block is masked the same way every time, seeded by its index:
-    dev perplexity then changes only when the model does, and does not depend on the batch
-    size or the number of processes.
+    Each block's mask comes from a generator of its own, seeded by ``block_seed``, the block's
+    index and, in training, the epoch: not from the batch it comes in, the number of processes
+    or torch's global random state, which a resumed run does not share with the run it
+    continues (Lightning collates a batch before ``run/random_state.py`` puts that state back).
+    As a collator (dev and test) it masks a block the same way every time, so dev perplexity
+    changes only when the model does; training blocks get new masks every epoch
+    (``TrainingBlocks``).
     """
 
-    fixed_seed: int | None = None
+    block_seed: int = 0
 
     def torch_call(self, examples: list[Any]) -> dict[str, Any]:
-        rows: list[Any] = [{k: v for k, v in row.items() if k != INDEX} for row in examples]
-        if self.fixed_seed is None:
-            return super().torch_call(rows)
+        return self.mask_blocks(stack_blocks(examples), epoch=None)
+
+    def mask_blocks(
+        self, blocks: dict[str, torch.Tensor], *, epoch: int | None
+    ) -> dict[str, torch.Tensor]:
+        """``stack_blocks``' batch masked for training in ``epoch``, or for evaluation (None)."""
+        batch = dict(blocks)
+        indices: list[int] = batch.pop(INDEX).tolist()
+        special = batch.pop("special_tokens_mask")
+        offsets = batch.pop("offset_mapping", None)  # word boundaries, for whole-word masking
         masked = []
-        for example, row in zip(examples, rows, strict=True):
-            self.generator = torch.Generator().manual_seed(self.fixed_seed + example[INDEX])
-            masked.append(super().torch_call([row]))
-        return {key: torch.cat([batch[key] for batch in masked]) for key in masked[0]}
+        for row, index in enumerate(indices):
+            self.generator = _block_generator(self.block_seed, index, epoch)
+            inputs = batch["input_ids"][row : row + 1].clone()  # masked in place
+            spans = None if offsets is None else offsets[row : row + 1]
+            masked.append(self.torch_mask_tokens(inputs, special[row : row + 1], spans))
+        batch["input_ids"] = torch.cat([inputs for inputs, _ in masked])
+        batch["labels"] = torch.cat([labels for _, labels in masked])
+        return batch
+
+
+def _block_generator(seed: int, index: int, epoch: int | None) -> torch.Generator:
+    if epoch is None:
+        return torch.Generator().manual_seed(seed + index)
+    # One stream per (seed, epoch, block), unrelated to the dev blocks' streams.
+    entropy = np.random.SeedSequence([seed % 2**64, epoch, index]).generate_state(1, np.uint64)
+    return torch.Generator().manual_seed(int(entropy[0]))
+
+
+class TrainingBlocks:
+    """The training loader, its batches masked as they leave it, for its sampler's epoch.
+
+    Not in the loader's workers: they are persistent, and keep the collator, and so the epoch,
+    they started with. Here, in the process that takes the batches (on XLA, the thread that
+    feeds the device), the sampler holds the epoch Lightning set before the epoch began, a
+    resumed one included (``data/order.py``). Lightning and seqcls read a training loader's
+    ``dataset``, ``sampler`` (to set the epoch) and length, which are the loader's.
+    """
+
+    def __init__(self, loader: DataLoader, masking: BlockMasking) -> None:
+        if not isinstance(loader.sampler, DistributedSampler):  # data/order.py's EpochOrder
+            raise TypeError("TrainingBlocks needs a loader whose sampler knows its epoch")
+        self.loader, self.masking, self.sampler = loader, masking, loader.sampler
+        self.dataset, self.batch_sampler = loader.dataset, loader.batch_sampler
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        for blocks in self.loader:  # the sampler draws the epoch's order, then its epoch holds
+            yield self.masking.mask_blocks(blocks, epoch=self.sampler.epoch)

@@ -9,7 +9,14 @@ from seqcls.data.encoding import load_cached
 from seqcls.data.loaders import resolve_drop_last
 from seqcls.data.selection import hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources
-from seqcls.mlm.blocks import BlockMasking, CorpusSpec, pack, tokenize_corpus
+from seqcls.mlm.blocks import (
+    BlockMasking,
+    CorpusSpec,
+    TrainingBlocks,
+    pack,
+    stack_blocks,
+    tokenize_corpus,
+)
 
 _STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
     "fit": ("train", "validation"),
@@ -111,54 +118,79 @@ class TextCorpusDataModule(TextDataModule):
         self.mlm_probability, self.whole_word_mask = mlm_probability, whole_word_mask
         self.drop_last, self.max_train_samples = drop_last, max_train_samples
         self.splits: dict[Split, datasets.Dataset] = {}
+        self._prepared: tuple[str, dict[Split, datasets.Dataset]] | None = None
 
     # Lightning hooks.
 
     def prepare_data(self) -> None:
-        # One process per node tokenizes and fills the cache; setup() on every rank reads it.
-        for split in self._splits_to_read(self._stage()):
-            for source in self.sources.of(split):
-                self._documents(source)
+        # One process per node tokenizes (filling the cache) and cuts the blocks here, not in
+        # setup(): too little text then stops the run before Lightning starts the logger,
+        # which writes logs/ before setup(). setup() on this process keeps these blocks.
+        stage = self._stage()
+        self._prepared = (stage, self._blocks(stage))
 
     def setup(self, stage: str) -> None:
-        documents = {
-            split: self._documents(source)
-            for split in self._splits_to_read(stage)
-            for source in self.sources.of(split)
-        }
-        if stage in ("fit", "validate") and not self.sources.has_validation():
-            rest, held = hold_out(
-                documents["train"], self.validation_fraction, seed=self.seed, stratify=False
-            )
-            documents["train"], documents["validation"] = rest, held
-        for split in _STAGE_SPLITS[stage]:
-            where = (self.sources.of(split) or self.sources.of("train"))[0].label
-            self.splits[split] = pack(documents[split], self.max_length, where=where)
+        prepared, self._prepared = self._prepared, None
+        self.splits.update(
+            prepared[1] if prepared and prepared[0] == stage else self._blocks(stage)
+        )
         if stage == "fit":
             self.splits["train"] = subsample(
                 self.splits["train"], fraction=None, max_samples=self.max_train_samples, seed=0
             )
             self._show_example()
 
-    def train_dataloader(self) -> DataLoader:
-        # Blocks all have one length: nothing to group, so rows are shuffled one by one.
+    def train_dataloader(self) -> TrainingBlocks:
+        # Blocks all have one length: nothing to group, so rows are shuffled one by one. They
+        # are stacked in the loader and masked for their epoch as they leave it.
         drop_last = resolve_drop_last(self.drop_last, self.trainer)
-        return self._train_loader(self.splits["train"], self.masking(), drop_last=drop_last)
+        loader = self._train_loader(self.splits["train"], stack_blocks, drop_last=drop_last)
+        return TrainingBlocks(loader, self.masking())
 
     def val_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.splits["validation"], self.masking(fixed=True))
+        return self._eval_loader(self.splits["validation"], self.masking())
 
     def test_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.splits["test"], self.masking(fixed=True))
+        return self._eval_loader(self.splits["test"], self.masking())
 
-    def masking(self, *, fixed: bool = False) -> BlockMasking:
-        """The collator: random masks for training, the same masks every time with ``fixed``."""
+    def masking(self) -> BlockMasking:
+        """Masks drawn from the seed, each block's index and, in training, the epoch; as a
+        collator, the same masks every time (dev and test)."""
         return BlockMasking(
             self.tokenizer,
             mlm_probability=self.mlm_probability,
             whole_word_mask=self.whole_word_mask,
-            fixed_seed=self.seed if fixed else None,
+            block_seed=self.seed,
         )
+
+    def _blocks(self, stage: str) -> dict[Split, datasets.Dataset]:
+        """The packed blocks of each of ``stage``'s splits."""
+        documents = {
+            split: self._documents(source)
+            for split in self._splits_to_read(stage)
+            for source in self.sources.of(split)
+        }
+        held_out = stage in ("fit", "validate") and not self.sources.has_validation()
+        if held_out:
+            documents["train"], documents["validation"] = hold_out(
+                documents["train"], self.validation_fraction, seed=self.seed, stratify=False
+            )
+        return {
+            split: pack(documents[split], self.max_length, **self._named(split, held_out))
+            for split in _STAGE_SPLITS[stage]
+        }
+
+    def _named(self, split: Split, held_out: bool) -> dict[str, str]:
+        """How ``pack`` names ``split``'s documents when they fill no block, and the fix."""
+        if not (held_out and split == "validation"):
+            return {"where": self.sources.of(split)[0].label}
+        fraction = f"--data.validation_fraction {self.validation_fraction:g}"
+        return {
+            "where": f"the validation documents held out of {self.sources.of('train')[0].label} "
+            f"({fraction})",
+            "fix": "hold out more with --data.validation_fraction, give a "
+            "--data.validation_file, or set a smaller --data.max_length",
+        }
 
     def _documents(self, source: Source) -> datasets.Dataset:
         return load_cached(
@@ -177,6 +209,6 @@ class TextCorpusDataModule(TextDataModule):
         return list(_STAGE_SPLITS[stage])
 
     def _show_example(self) -> None:
-        block = self.masking(fixed=True)([self.splits["train"][0]])
+        block = self.masking()([self.splits["train"][0]])
         shown = self.tokenizer.decode(block["input_ids"][0])
         rank_zero_info(f"Training block 0 of {len(self.splits['train'])}, masked: {shown}")

@@ -103,7 +103,10 @@ class MaskedLanguageModel(pl.LightningModule):
         # Weighted by masked tokens, counted on the device: the exact per-token mean under
         # DDP and over batches that mask different numbers of tokens, with no host sync.
         masked = (batch["labels"] != IGNORED).sum()
-        mean = self(batch).loss.nan_to_num(0.0)  # a batch with no masked token means nothing
+        mean = self(batch).loss
+        # A batch with no masked token has no loss (0/0, NaN) and weighs nothing: counted as 0.
+        # Any other NaN is a diverged model's, and must reach the metrics as NaN.
+        mean = torch.where(masked > 0, mean, torch.zeros_like(mean))
         loss.update(mean, weight=masked)
         perplexity.update(mean, weight=masked)
         size = len(batch["labels"])
