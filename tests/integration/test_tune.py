@@ -3,6 +3,7 @@ directories, resuming, the outputs, best.yaml stacking into fit, seeds, and prun
 
 import csv
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +133,20 @@ def test_the_same_command_resumes_and_adds_only_the_missing_trials(
     # The trials ran with seed 42: the seed runs leave it out, as the search picked the best
     # trial for what it scored with it.
     assert "The best trial ran with seed 42, which these runs leave out" in seeds
-    assert sorted(p.name for p in (run / "seeds").iterdir()) == ["seed-43", "seed-44"]
+    # The runs of the best trial's parameters, kept apart from those of a later best.
+    best = max(rows(run / "trials.csv"), key=lambda row: float(row["value"]))["trial"]
+    seeds = run / "seeds" / f"trial-{int(best):03d}"
+    assert sorted(p.name for p in (run / "seeds").iterdir()) == [seeds.name]
+    assert sorted(p.name for p in seeds.iterdir()) == ["seed-43", "seed-44"]
     for seed in (43, 44):
-        config = yaml.safe_load((run / "seeds" / f"seed-{seed}" / "config.yaml").read_text())
+        config = yaml.safe_load((seeds / f"seed-{seed}" / "config.yaml").read_text())
         assert config["seed_everything"] == seed
 
 
 class PruneAtOnce:
     """An Optuna trial stand-in that asks to prune at the first report."""
+
+    number = 7
 
     def __init__(self) -> None:
         self.reports: list[tuple[float, int]] = []
@@ -152,16 +159,32 @@ class PruneAtOnce:
 
 
 def test_a_pruned_trial_stops_at_the_validation_that_pruned_it(
-    tmp_path: Path, tiny_bert: Path
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     trial: Any = PruneAtOnce()
-    reporter = TrialReporter(trial, "val/accuracy", "max", prune=True)
+    reporter = TrialReporter(trial, "val/loss", "min", prune=True)
     args = fit_args(tiny_bert, tmp_path, "--trainer.max_epochs", "3")
-    outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
     assert outcome.pruned
     assert [step for _, step in trial.reports] == [3]  # 48 rows / 16: one epoch, then stop
     last = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert last["best"]["step"] == 3
+    loss = trial.reports[0][0]
+    assert (
+        f"Trial 7 pruned at step 3: its best val/loss so far, {loss:.4g}, is above the median "
+        "of the complete trials at that step" in caplog.text
+    )  # a loss is worse above the median
+
+
+def test_a_trial_is_never_pruned_at_its_last_validation(tmp_path: Path, tiny_bert: Path) -> None:
+    trial: Any = PruneAtOnce()
+    reporter = TrialReporter(trial, "val/accuracy", "max", prune=True)
+    args = fit_args(tiny_bert, tmp_path)  # one epoch: step 3 is its only validation
+    outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
+    assert [step for _, step in trial.reports] == [3]
+    assert not outcome.pruned  # trained in full: nothing left to save by stopping it
+    assert outcome.best == trial.reports[0][0]
 
 
 def test_a_vertex_trial_reports_each_validation_in_hypertune_format(
@@ -199,6 +222,7 @@ def test_a_trial_cut_short_is_continued_first(tmp_path: Path, tiny_bert: Path) -
             "model.warmup_ratio": FloatDistribution(0.0, 0.2),
         }
     )
+    cut.set_user_attr("run_dir", str(run / "trials" / "trial-001"))  # as the search sets it
     main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "2"))
     table = rows(run / "trials.csv")
     assert [(row["trial"], row["state"]) for row in table] == [("0", "complete"), ("1", "complete")]

@@ -111,6 +111,72 @@ def test_an_unknown_flag_in_the_space_names_the_space_file(
         f"seqcls: error: --tune.space {space}: --model.learnng_rate: unknown option; did you "
         "mean --model.learning_rate? (seqcls fit --help lists every option)"
     )
+    assert not (run / "study.db").exists()  # found by the fit parser before any trial
+
+
+def test_a_value_an_int_flag_refuses_stops_before_any_trial(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    args = tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "1")
+    space = tmp_path / "space.yaml"  # float bounds: a trial would draw 1.5 epochs
+    space.write_text("trainer.max_epochs: {low: 1.0, high: 2.0}\n")
+    line = error_line(args, capsys)
+    assert line.startswith(f"seqcls: error: --tune.space {space}: --trainer.max_epochs 1.0")
+    assert not (run / "study.db").exists()
+
+
+def test_a_null_choice_reaches_fit_as_null(tmp_path: Path, tiny_bert: Path) -> None:
+    run = tmp_path / "run"
+    args = tune_args(tiny_bert, tmp_path, run, "--tune.timeout", "0")  # checked, none trained
+    (tmp_path / "space.yaml").write_text("model.learning_rate: {choices: [1.0e-4, null]}\n")
+    main(args)  # "--model.learning_rate None" would be refused before any trial
+    assert (run / "study.db").is_file()
+
+
+def test_the_default_metric_is_the_one_checkpoint_monitor_names(
+    tmp_path: Path, tiny_bert: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    monitor = ["--checkpoint.monitor", "val/loss"]
+    optuna_logs = logging.getLogger("optuna")  # its own handler: it does not propagate
+    optuna_logs.addHandler(caplog.handler)
+    try:
+        main(tune_args(tiny_bert, tmp_path, run, *monitor, "--tune.timeout", "0"))
+    finally:
+        optuna_logs.removeHandler(caplog.handler)
+    study = optuna.load_study(study_name="seqcls", storage=f"sqlite:///{run / 'study.db'}")
+    assert study.user_attrs["metric"] == "val/loss"
+    assert study.direction == optuna.study.StudyDirection.MINIMIZE  # in the loss's direction
+    assert "| trial | state | val/loss |" in (run / "trials.md").read_text()
+    assert "A new study created" not in caplog.text  # Optuna's own lines left out
+
+
+def test_a_checkpoint_monitor_no_validation_logs_stops_before_any_trial(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    args = tune_args(tiny_bert, tmp_path, run, "--checkpoint.monitor", "train/loss")
+    assert error_line(args, capsys) == (
+        "seqcls: error: --checkpoint.monitor train/loss: not logged at validation; "
+        "choose one of val/accuracy, val/loss, val/macro_f1"
+    )
+    assert not (run / "study.db").exists()
+
+
+def test_ctrl_c_before_the_first_trial_is_one_line(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("seqcls.tune.command._probe", interrupted)  # while the model loads
+    with pytest.raises(SystemExit) as done:
+        main(tune_args(tiny_bert, tmp_path, tmp_path / "run"))
+    assert done.value.code == 130
+    assert capsys.readouterr().err == (
+        "seqcls tune: stopped by Ctrl-C; the same command again resumes\n"
+    )
 
 
 def test_print_config_ends_with_the_tune_options(

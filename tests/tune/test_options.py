@@ -45,3 +45,9 @@ def test_the_help_lists_no_option_seqcls_tune_refuses() -> None:
     # jsonargparse's --tune CONFIG for the group: seqcls tune takes --tune.* flags only.
     assert "--tune CONFIG" not in shown
     assert "[--tune CONFIG]" not in " ".join(shown.split())
+
+
+def test_the_prune_help_holds_for_metrics_either_way() -> None:
+    shown = " ".join(help_text().split())
+    assert "worse than the median of the complete trials at the same step" in shown
+    assert "below the median" not in shown  # a loss is worse above it

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from seqcls.errors import ConfigurationError
-from seqcls.tune.space import SearchSpace, nested
+from seqcls.tune.space import SearchSpace, flag_args, nested
 from seqcls.tune.vertex import goal, parameter_spec, study_spec
 
 SPACE = """\
@@ -52,7 +52,7 @@ def test_each_kind_of_range_asks_the_trial_its_way() -> None:
         ("categorical", "data.padding", ["longest", "max_length"]),
     ]
     assert nested(values)["model"] == {"learning_rate": 1e-5, "warmup_ratio": 0.0}
-    assert SearchSpace.from_yaml(SPACE, "s").flags({"model.learning_rate": 3e-05}) == [
+    assert flag_args({"model.learning_rate": 3e-05}) == [
         "--model.learning_rate",
         "3e-05",
     ]
@@ -68,6 +68,16 @@ def test_each_kind_of_range_asks_the_trial_its_way() -> None:
         ("model.learning_rate: {low: 0.0, high: 0.1, log: true}\n", "a low above 0"),
         ("model.learning_rate: {min: 0.0, max: 0.1}\n", "unknown keys max, min"),
         ("data.batch_size: {choices: []}\n", "choices is a non-empty list"),
+        (
+            "model.adam_betas: {choices: [[0.9, 0.98], [0.9, 0.999]]}\n",
+            "model.adam_betas: choices are numbers, text, true/false or null, not [0.9, 0.98]; "
+            "fit each list-valued setting in a run of its own",
+        ),
+        (
+            "model.warmup_ratio: {low: 0.0, high: 0.2, step: 0}\n",
+            "model.warmup_ratio: step is above 0, the distance between values (got step 0)",
+        ),
+        ("trainer.max_epochs: {low: 2, high: 6, step: -2}\n", "step is above 0"),
         ("data.batch_size: [16, 32]\n", "got [16, 32]"),
         (
             "model.warmup_ratio: {low: 0.0, high: 1.5}\n",
@@ -99,6 +109,35 @@ def test_a_file_that_is_not_yaml_is_one_line_with_its_place() -> None:
         "--tune.space space.yaml: not YAML: line 2, column 1: expected ',' or ']', but got "
         "'<stream end>' (while parsing a flow sequence from line 1, column 22)"
     )
+
+
+def test_flags_give_values_as_the_fit_parser_reads_them() -> None:
+    values = {"model.learning_rate": None, "data.lowercase": True, "model.warmup_ratio": 0.1}
+    assert flag_args(values) == [
+        "--model.learning_rate", "null",  # not None, which a float flag refuses
+        "--data.lowercase", "true",
+        "--model.warmup_ratio", "0.1",
+    ]  # fmt: skip
+
+
+def test_the_extremes_give_every_end_and_choice_as_a_trial_draws_it() -> None:
+    space = SearchSpace.from_yaml(SPACE, "space.yaml")
+    assert space.extremes() == [
+        {
+            "model.learning_rate": 1e-5,
+            "model.warmup_ratio": 0.0,
+            "trainer.max_epochs": 2,
+            "data.batch_size": 16,
+            "data.padding": "longest",
+        },
+        {
+            "model.learning_rate": 1e-3,
+            "model.warmup_ratio": 0.2,
+            "trainer.max_epochs": 6,
+            "data.batch_size": 32,
+            "data.padding": "max_length",
+        },
+    ]
 
 
 def test_every_problem_is_reported_at_once() -> None:

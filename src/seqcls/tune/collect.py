@@ -131,17 +131,14 @@ def _config_value(config: dict[str, Any], flag: str, run: str) -> Value:
 
 
 def _value(metrics: dict[str, Any], metric: str, run: str) -> float | None:
-    found = metrics.get("validation") or {}
-    name = metric.rpartition("/")[2]
-    if name in found and found[name] is None:
-        return None
-    if not isinstance(found.get(name), int | float):
-        known = ", ".join(f"val/{key}" for key in found) or "none"
+    found = outputs.validation_values(metrics)
+    if metric not in found:
+        known = ", ".join(found) or "none"
         raise ConfigurationError(
             f"--tune.metric {metric}: {_in(run, 'metrics.json')} has no such validation metric "
             f"(it has {known}); give the metric the tuning job optimised"
         )
-    return float(found[name])
+    return found[metric]  # None: not a number (metrics.json's null)
 
 
 def _by_trial_id(runs: list[str]) -> list[str]:

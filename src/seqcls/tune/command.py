@@ -16,9 +16,12 @@ broadcast over the process group that the first fit set up.
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Any, Literal
+
+import optuna
 
 from seqcls.cloud.storage import exists, read_text
 from seqcls.data.metric_names import direction
@@ -46,6 +49,9 @@ def tune(argv: list[str]) -> None:
     if _JOB_ENV in os.environ and int(os.environ.get("LOCAL_RANK", "0")) > 0:
         _follow(argv)
         return
+    # Optuna logs in its own format that it created or loaded a study; with ask and tell,
+    # nothing else. seqcls says where the study is and what it holds in lines of its own.
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     options, fit_args = parse(argv)
     space = SearchSpace.from_yaml(_read(options.space), options.space)
     if options.collect is not None:
@@ -53,7 +59,7 @@ def tune(argv: list[str]) -> None:
         return
     if prints_config(fit_args):
         _print_config(options, fit_args)
-    root, metric, mode, seed = _probe(fit_args, options.metric)
+    root, metric, mode, seed = _probe(fit_args, options.metric, space)
     command = _command(argv)
     with open_study(root, metric, mode, seed) as jobs:
         ran = _search(jobs, space, fit_args, options, command)
@@ -151,22 +157,39 @@ def _receive() -> dict[str, Any] | None:
     return job
 
 
-def _probe(fit_args: list[str], metric: str | None) -> tuple[str, str, Literal["min", "max"], int]:
-    """The run directory, the metric and its direction, and the seed, from the fit config."""
+def _probe(
+    fit_args: list[str], metric: str | None, space: SearchSpace
+) -> tuple[str, str, Literal["min", "max"], int]:
+    """The run directory, the metric and its direction, and the seed, from the fit config;
+    the space's flags checked on the fit parser at their ends, before any trial draws them."""
     from seqcls.classifier_cli import make_cli
     from seqcls.data.classification import TextClassificationDataModule
+    from seqcls.model.metrics import logged_at_validation
+    from seqcls.run.checkpoints import configured_best_checkpoint
+    from seqcls.run.config_checks import check_logged
 
     cli = make_cli(fit_args, run=False)
+    cli.parser.prog = "seqcls fit"  # its errors name the command that the trials run
+    for values in space.extremes():
+        try:  # a flag fit does not know, a value of the wrong type (2.0 for an int)
+            cli.parser.parse_args([*fit_args, *space.flags(values)])
+        except ConfigurationError as error:
+            raise space.blamed(error) from None
     root = cli.layout.root
     seed = int(cli.config.get("seed_everything") or 0)
     if metric is not None:
         # The model and data are set up: a metric they will not log stops before any trial.
         check_metric(metric, cli.model)
         return root, metric, direction(metric.rpartition("/")[2]), seed
-    if isinstance(cli.datamodule, TextClassificationDataModule):
-        monitored, mode = cli.datamodule.monitor
-        return root, monitored, mode, seed
-    return root, "val/loss", "min", seed
+    # What picks the best checkpoint: --checkpoint.monitor (and mode), else the data's metric.
+    data = cli.datamodule
+    data_monitor = data.monitor if isinstance(data, TextClassificationDataModule) else None
+    checkpoint = configured_best_checkpoint(cli.config.checkpoint.as_dict(), data_monitor, None)
+    if checkpoint.monitor is None:
+        return root, "val/loss", "min", seed
+    # Trials report at validation: a monitor of the training loss would stop every one.
+    check_logged("--checkpoint.monitor", checkpoint.monitor, logged_at_validation(cli.model))
+    return root, checkpoint.monitor, "min" if checkpoint.mode == "min" else "max", seed
 
 
 def _read(path: str) -> str:
@@ -189,7 +212,13 @@ def main(argv: list[str]) -> None:
     if argv[:1] in (["-h"], ["--help"]):
         print(help_text(), end="")
         return
-    tune(argv)
+    try:
+        tune(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a trial's training (which saves last.ckpt and stops on its own):
+        # nothing half done, and the study is saved after each trial.
+        print("seqcls tune: stopped by Ctrl-C; the same command again resumes", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
 
 
 if __name__ == "__main__":

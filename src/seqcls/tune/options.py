@@ -26,11 +26,11 @@ class TuneOptions:
     """The validation metric to optimise, e.g. ``val/f1``; None: the one that picks the best
     checkpoint (the first of ``--data.metrics``), in its direction."""
     prune: bool = True
-    """Stop unpromising trials early: a trial whose metric at a validation is below the median
-    of earlier trials at the same step stops there."""
+    """Stop unpromising trials early: a trial whose best metric so far is worse than the median
+    of the complete trials at the same step stops there (never at its last validation)."""
     seeds: int = 0
     """After the search, fit the best parameters with this many other seeds (the best trial's
-    seed + 1, + 2, ...; RUN/seeds/seed-S) and write their mean ± std to RUN/seeds.md."""
+    seed + 1, + 2, ...; RUN/seeds/trial-NNN/seed-S) and write their mean ± std to RUN/seeds.md."""
     collect: str | None = None
     """Search nothing: read the trial run directories in this folder (a Vertex AI tuning job's,
     gs://BUCKET/runs/NAME) and write best.yaml, trials.csv/.md and importance.png there. The

@@ -22,10 +22,12 @@ from typing import Any
 
 import optuna
 import yaml
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import write_text
 from seqcls.run.failed_run import failed_in
+from seqcls.run.outputs import validation_splits
 from seqcls.tune.space import nested
 
 log = logging.getLogger(__name__)
@@ -52,19 +54,28 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
     return study.best_trial
 
 
+def trial_value(trial: FrozenTrial, direction: StudyDirection) -> float | None:
+    """A trial's value, the best of its validations: Optuna gives a pruned trial its last."""
+    reported = [value for value in trial.intermediate_values.values() if math.isfinite(value)]
+    if trial.state != TrialState.PRUNED or not reported:
+        return trial.value
+    return min(reported) if direction == StudyDirection.MINIMIZE else max(reported)
+
+
 def trial_rows(study: optuna.Study) -> tuple[list[str], list[list[str]]]:
     names = sorted({name for trial in study.trials for name in trial.params})
     header = ["trial", "state", "value", "best_step", *names, "run_dir"]
+    values = [trial_value(trial, study.direction) for trial in study.trials]
     rows = [
         [
             str(trial.number),
             trial.state.name.lower(),
-            "" if trial.value is None else f"{trial.value:.6g}",
+            "" if value is None else f"{value:.6g}",
             str(trial.user_attrs.get("best_step", "")),
             *[_cell(trial.params.get(name)) for name in names],
             str(trial.user_attrs.get("run_dir", "")),
         ]
-        for trial in study.trials
+        for trial, value in zip(study.trials, values, strict=True)
     ]
     return header, rows
 
@@ -102,8 +113,10 @@ def importances(study: optuna.Study) -> dict[str, float]:
         with warnings.catch_warnings():  # equal importances when the trials tie: said by the plot
             warnings.simplefilter("ignore", UserWarning)
             found = optuna.importance.get_param_importances(study, evaluator=evaluator)
-    except (ValueError, RuntimeError) as error:  # too few distinct values to compare
-        log.info("No parameter importances yet: %s", error)
+    except Exception as error:
+        # Too few distinct values, choices Optuna cannot compare (a list, in a study from before
+        # they were refused): the plot is a by-product, which must never stop the search.
+        log.info("No parameter importances: %s: %s", type(error).__name__, error)
         return {}
     return {name: float(value) for name, value in found.items() if math.isfinite(value)}
 
@@ -125,15 +138,16 @@ def importance_picture(found: Mapping[str, float], metric: str, path: str) -> No
     _write_bytes(path, stream.getvalue())
 
 
-def write_hparams(logs: Path, trial: FrozenTrial, metric: str) -> None:
+def write_hparams(logs: Path, trial: FrozenTrial, metric: str, direction: StudyDirection) -> None:
     """One TensorBoard run per finished trial, with its parameters and its best metric."""
-    if trial.value is None:
+    value = trial_value(trial, direction)
+    if value is None:
         return
     from torch.utils.tensorboard import SummaryWriter
 
-    params = {name: _hparam(value) for name, value in trial.params.items()}
+    params = {name: _hparam(param) for name, param in trial.params.items()}
     with SummaryWriter(log_dir=str(logs / f"trial-{trial.number:03d}")) as writer:
-        writer.add_hparams(params, {f"hparam/{metric}": trial.value}, run_name=".")
+        writer.add_hparams(params, {f"hparam/{metric}": value}, run_name=".")
 
 
 def seeds_summary(
@@ -219,6 +233,19 @@ def write_all(
 
 
 def seed_values(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The validation metrics of a run's metrics.json, as ``val/NAME`` values."""
-    values = metrics.get("validation", {})
-    return {f"val/{name}": float(v) for name, v in values.items() if isinstance(v, int | float)}
+    """The validation metrics of a run's metrics.json that are numbers, by their logged names."""
+    found = validation_values(metrics)
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def validation_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """Every validation metric of a run's metrics.json by the name it was logged as, None
+    where it is not a number: ``validation`` holds ``val/NAME``, and with several validation
+    sets ``validation_SET`` holds ``val_SET/NAME`` (the reverse of ``split_name``)."""
+    found: dict[str, float | None] = {}
+    for split, values in validation_splits(dict(metrics)).items():
+        prefix = "val" + split.removeprefix("validation")
+        for name, value in values.items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            found[f"{prefix}/{name}"] = float(value) if number else None
+    return found

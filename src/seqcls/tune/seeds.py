@@ -3,7 +3,8 @@
 The search picked its best trial for what it scored with its own seed (``--seed_everything``,
 or the trial's value where the space searches it). Fitting that seed again would repeat the
 trial, whose score was chosen for being high, and lift the mean; so the N runs take the N seeds
-after it, ``S+1..S+N``, each in ``RUN/seeds/seed-SEED``.
+after it, ``S+1..S+N``, each in ``RUN/seeds/trial-NNN/seed-SEED``: the runs of trial NNN's
+parameters, so that a search which has since found another best trial fits that one's anew.
 """
 
 import json
@@ -11,13 +12,13 @@ import logging
 import os
 import statistics
 from collections.abc import Iterator
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial
 
 from seqcls.cloud.storage import read_text, write_text
 from seqcls.tune import outputs
+from seqcls.tune.space import flag_args
 from seqcls.tune.trial import Job
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,9 @@ def seed_jobs(study: optuna.Study, root: str, count: int, seed: int) -> Iterator
     if best is None:
         log.warning("--tune.seeds: no complete trial to re-run")
         return
-    space_flags = [a for n, v in best.params.items() for a in (f"--{n}", _text(v))]
+    space_flags = flag_args(best.params)
     for number in seeds_after(best, seed, count):
-        run_dir = _seed_dir(root, number)
+        run_dir = _seed_dir(root, best, number)
         if _validated(run_dir):
             continue
         yield Job(-1, run_dir, [*space_flags, "--seed_everything", str(number)])
@@ -45,7 +46,7 @@ def write_seeds(study: optuna.Study, root: str, metric: str, count: int, seed: i
         return None
     results: dict[int, dict[str, float]] = {}
     for number in seeds_after(best, seed, count):
-        text = read_text(os.path.join(_seed_dir(root, number), "metrics.json"))
+        text = read_text(os.path.join(_seed_dir(root, best, number), "metrics.json"))
         if text is not None:
             results[number] = outputs.seed_values(json.loads(text))
     if not results:
@@ -77,16 +78,10 @@ def seeds_after(best: FrozenTrial, seed: int, count: int) -> range:
     return range(first, first + count)
 
 
-def _seed_dir(root: str, seed: int) -> str:
-    return os.path.join(root, "seeds", f"seed-{seed}")
+def _seed_dir(root: str, best: FrozenTrial, seed: int) -> str:
+    return os.path.join(root, "seeds", f"trial-{best.number:03d}", f"seed-{seed}")
 
 
 def _validated(run_dir: str) -> bool:
     text = read_text(os.path.join(run_dir, "metrics.json"))
     return text is not None and bool(json.loads(text).get("fit", {}).get("validated"))
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value) if isinstance(value, float) else str(value)

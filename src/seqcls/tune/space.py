@@ -23,7 +23,7 @@ import yaml
 from seqcls.errors import ConfigurationError
 from seqcls.option_ranges import RANGES
 
-Value = bool | int | float | str
+Value = bool | int | float | str | None
 _KEYS = {"low", "high", "log", "step", "choices"}
 
 
@@ -57,7 +57,20 @@ class Parameter:
         values = (self.low, self.high, self.step)
         return not self.choices and all(isinstance(v, int) for v in values if v is not None)
 
+    def ends(self) -> tuple[Value, ...]:
+        """What a trial may draw at the edges: each choice, or low and high as drawn."""
+        if self.choices:
+            return self.choices
+        kind = int if self.is_int else float
+        return kind(self.low), kind(self.high)
+
     def suggest(self, trial: Suggests) -> Value:
+        try:
+            return self._suggest(trial)
+        except ValueError as error:  # Optuna's: the study holds the flag with another range
+            raise Unsuggestable(self.flag, str(error)) from error
+
+    def _suggest(self, trial: Suggests) -> Value:
         if self.choices:
             value: Value = trial.suggest_categorical(self.flag, list(self.choices))
             return value
@@ -66,6 +79,15 @@ class Parameter:
             low, high = int(self.low), int(self.high)
             return trial.suggest_int(self.flag, low, high, step=step, log=self.log)
         return trial.suggest_float(self.flag, self.low, self.high, step=self.step, log=self.log)
+
+
+class Unsuggestable(ValueError):
+    """A trial cannot take ``flag`` as the space gives it: Optuna's ``reason``, e.g. the study
+    drew it from other choices before, which Optuna does not allow."""
+
+    def __init__(self, flag: str, reason: str) -> None:
+        super().__init__(f"{flag}: Optuna cannot draw it ({reason.rstrip('.')})")
+        self.flag = flag
 
 
 class SearchSpace:
@@ -97,8 +119,17 @@ class SearchSpace:
         return {parameter.flag: parameter.suggest(trial) for parameter in self.parameters}
 
     def flags(self, values: Mapping[str, Value]) -> list[str]:
-        """``values`` as ``seqcls fit`` arguments: ``--model.learning_rate 3e-05``."""
-        return [arg for flag, value in values.items() for arg in (f"--{flag}", _text(value))]
+        """``values`` as ``seqcls fit`` arguments (``flag_args``)."""
+        return flag_args(values)
+
+    def extremes(self) -> list[dict[str, Value]]:
+        """Values that give every parameter each of its ends (``Parameter.ends``) at least
+        once: what the fit parser can check before any trial draws them."""
+        ends = {parameter.flag: parameter.ends() for parameter in self.parameters}
+        count = max((len(values) for values in ends.values()), default=0)
+        return [
+            {flag: values[i % len(values)] for flag, values in ends.items()} for i in range(count)
+        ]
 
     def blamed(self, error: ConfigurationError) -> ConfigurationError:
         """A trial's ``error``, naming this file when it is about one of its flags: the flag
@@ -135,7 +166,15 @@ def nested(values: Mapping[str, Value]) -> dict[str, Any]:
     return config
 
 
-def _text(value: Value) -> str:
+def flag_args(values: Mapping[str, Value]) -> list[str]:
+    """``values`` as ``seqcls fit`` arguments: ``--model.learning_rate 3e-05``."""
+    return [arg for flag, value in values.items() for arg in (f"--{flag}", flag_text(value))]
+
+
+def flag_text(value: Value) -> str:
+    """A value as the fit parser reads it back (YAML): ``true``, ``null``, ``3e-05``."""
+    if value is None:
+        return "null"  # Python's "None" is text to the parser, which an int or float flag refuses
     if isinstance(value, bool):
         return "true" if value else "false"
     return repr(value) if isinstance(value, float) else str(value)
@@ -156,6 +195,15 @@ def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
         if set(spec) != {"choices"} or not isinstance(choices, list) or not choices:
             problems.append(f"{flag}: choices is a non-empty list, with no low/high beside it")
             return Parameter(flag)
+        listed = [c for c in choices if not isinstance(c, Value)]
+        if listed:
+            # Optuna keeps a choice as its value: a list or mapping it can neither store nor
+            # compare (the importances fail on it).
+            problems.append(
+                f"{flag}: choices are numbers, text, true/false or null, not {listed[0]!r}; "
+                "fit each list-valued setting in a run of its own"
+            )
+            return Parameter(flag)
         _check_in_range(flag, choices, problems)
         return Parameter(flag, choices=tuple(choices))
     low, high, step = spec.get("low"), spec.get("high"), spec.get("step")
@@ -175,6 +223,9 @@ def _parameter(flag: str, spec: Any, problems: list[str]) -> Parameter:
     log = spec.get("log", False)
     if not isinstance(log, bool):
         problems.append(f"{flag}: log is true or false, without quotes (got {log!r})")
+        return Parameter(flag)
+    if step is not None and step <= 0:
+        problems.append(f"{flag}: step is above 0, the distance between values (got step {step})")
         return Parameter(flag)
     if not low < high or (log and low <= 0) or (log and step is not None):
         problems.append(

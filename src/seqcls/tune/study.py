@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Literal
 
 import optuna
-from optuna.trial import TrialState
+import sqlalchemy.exc
+from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import download_file, exists, is_remote, upload_dir, upload_file
 from seqcls.errors import ConfigurationError
 from seqcls.tune import outputs
-from seqcls.tune.space import SearchSpace, Value
-from seqcls.tune.trial import Job, TrialReporter, run_trial
+from seqcls.tune.space import SearchSpace, Unsuggestable, Value
+from seqcls.tune.trial import Job, TrialReporter, check_unused, run_trial
 
 log = logging.getLogger(__name__)
 STUDY_FILE = "study.db"
@@ -86,6 +87,7 @@ class TrialJobs:
         self.local = local
         self.metric = metric
         self.mode = mode
+        self.study_file = os.path.join(root, STUDY_FILE)
 
     def trials_to_run(
         self, space: SearchSpace, n_trials: int, deadline: float | None = None
@@ -93,15 +95,36 @@ class TrialJobs:
         """Trials cut short first, then new ones until the study holds ``n_trials`` finished
         or the clock (``time.monotonic()``) passes ``deadline``."""
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if "run_dir" not in frozen.user_attrs or (space.parameters and not frozen.params):
+                # Stopped while its parameters were drawn: never run, nothing to continue.
+                _close(self.study, frozen, "stopped before it started")
+                continue
             log.info("Trial %d was cut short: continuing it", frozen.number)
             trial = optuna.Trial(self.study, frozen._trial_id)
             yield self._pending(trial, space, frozen.params, frozen.intermediate_values)
+        if self._finished_count() >= n_trials:
+            log.info(
+                "The study already holds %d trial(s), so --tune.n_trials %d starts none; "
+                "a larger number adds trials",
+                *(self._finished_count(), n_trials),
+            )
         while self._finished_count() < n_trials:
             if deadline is not None and time.monotonic() > deadline:
                 log.info("--tune.timeout reached: no new trial starts")
                 return
+            check_unused(self._run_dir(len(self.study.get_trials(deepcopy=False))), self.study_file)
             trial = self.study.ask()
-            values = space.suggest(trial)
+            try:
+                values = space.suggest(trial)
+            except Unsuggestable as error:
+                refused = ConfigurationError(
+                    f"--tune.space {space.source}: {error}: {self.study_file} drew it from "
+                    "another range or other choices before; give it those again, or give the "
+                    "search a new --trainer.default_root_dir"
+                )
+                trial.set_user_attr("error", str(refused))
+                self.study.tell(trial, state=TrialState.FAIL)
+                raise refused from None
             trial.set_user_attr("run_dir", self._run_dir(trial.number))
             yield self._pending(trial, space, values)
 
@@ -128,7 +151,7 @@ class TrialJobs:
     def finished(self, number: int) -> None:
         """After trial ``number``: its TensorBoard hparams, and the study saved to the bucket."""
         trial = self.study.get_trials(deepcopy=False)[number]
-        outputs.write_hparams(self.local / "logs", trial, self.metric)
+        outputs.write_hparams(self.local / "logs", trial, self.metric, self.study.direction)
         self.sync()
 
     def sync(self) -> None:
@@ -178,7 +201,14 @@ def open_study(
         storage = f"sqlite:///{(local / STUDY_FILE).resolve()}"
         wanted = optuna.study.StudyDirection.MINIMIZE if mode == "min" else None
         direction: Literal["minimize", "maximize"] = "minimize" if mode == "min" else "maximize"
-        existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+        try:
+            existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+        except sqlalchemy.exc.DatabaseError as error:  # e.g. a file that is no SQLite database
+            reason = str(error.orig or error).splitlines()[0]
+            raise ConfigurationError(
+                f"{remote_db}: not an Optuna study ({reason}); restore it, or move it away or "
+                "give the search a new --trainer.default_root_dir"
+            ) from None
         if STUDY_NAME in existing:
             found = existing[STUDY_NAME].direction
             if (found == optuna.study.StudyDirection.MINIMIZE) != (wanted is not None):
@@ -222,9 +252,14 @@ def _set_metric(study: optuna.Study, metric: str, where: str) -> None:
 
 
 def _close_cut_trials(study: optuna.Study, why: str) -> None:
-    """Trials cut short are failed, not continued: what they reported is of another metric.
-    Like a configuration mistake (``why``), they do not count towards ``--tune.n_trials``."""
+    """Trials cut short are failed, not continued: what they reported is of another metric."""
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        optuna.Trial(study, frozen._trial_id).set_user_attr("error", why)
-        study.tell(frozen.number, state=TrialState.FAIL)
-        log.info("Trial %d was %s: counted as failed, not continued", frozen.number, why)
+        _close(study, frozen, why)
+
+
+def _close(study: optuna.Study, frozen: FrozenTrial, why: str) -> None:
+    """Fail a trial cut short instead of continuing it. Like a configuration mistake
+    (``why``), it does not count towards ``--tune.n_trials``."""
+    optuna.Trial(study, frozen._trial_id).set_user_attr("error", why)
+    study.tell(frozen.number, state=TrialState.FAIL)
+    log.info("Trial %d was %s: counted as failed, not continued", frozen.number, why)

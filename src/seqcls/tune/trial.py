@@ -6,7 +6,9 @@ Under DDP only global rank 0 holds the Optuna trial; it decides whether to prune
 rank stops together.
 """
 
+import logging
 import math
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -14,11 +16,15 @@ from typing import Any, Literal
 import pytorch_lightning as pl
 
 from seqcls.classifier_cli import SeqclsCLI
+from seqcls.cloud.storage import exists
 from seqcls.data.classification import TextClassificationDataModule
+from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.metrics import logged_at_validation
 from seqcls.run.command import run_cli
 from seqcls.run.config_checks import check_logged, not_logged
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,11 +89,22 @@ class TrialReporter(pl.Callback):
             logged = sorted(n for n in trainer.callback_metrics if n.startswith("val"))
             raise not_logged("--tune.metric", self.metric, logged)
         stop = False
+        step = trainer.global_step
         if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
-            self._note(trainer.global_step, float(value))
+            self._note(step, float(value))
             if self.trial is not None:
-                self.trial.report(float(value), step=trainer.global_step)
-                stop = self.prune and self.trial.should_prune()
+                self.trial.report(float(value), step=step)
+                # At the run's last validation the trial has trained in full: pruning it then
+                # saves nothing, and would count a finished trial as stopped.
+                last = step >= trainer.estimated_stepping_batches
+                stop = self.prune and not last and self.trial.should_prune()
+                if stop:  # Optuna's median pruner judges the best value so far, not the last
+                    worse = "above" if self.mode == "min" else "below"
+                    log.info(
+                        "Trial %d pruned at step %d: its best %s so far, %.4g, is %s the median "
+                        "of the complete trials at that step",
+                        *(self.trial.number, step, self.metric, self.outcome.best, worse),
+                    )
         stop = bool(trainer.strategy.broadcast(stop, src=0))
         if stop:
             self.outcome.pruned = True
@@ -98,6 +115,19 @@ class TrialReporter(pl.Callback):
         best = self.outcome.best
         if best is None or (value < best if self.mode == "min" else value > best):
             self.outcome.best = value
+
+
+def check_unused(run_dir: str, study_file: str) -> None:
+    """Refuse a new trial's ``run_dir`` that holds a run: a fit there would continue a trial
+    that ``study_file`` does not hold (of a study since removed) from its last.ckpt, or find it
+    finished."""
+    held = [name for name in ("checkpoints", "metrics.json") if exists(f"{run_dir}/{name}")]
+    if held:
+        raise ConfigurationError(
+            f"{run_dir}: holds the {' and '.join(held)} of a trial that {study_file} does not "
+            f"hold (was it removed?); move {posixpath.dirname(run_dir)} away, or give the "
+            "search a new --trainer.default_root_dir"
+        )
 
 
 def check_metric(metric: str, model: pl.LightningModule) -> None:

@@ -26,7 +26,7 @@ import yaml
 
 from seqcls.data.metric_names import DEFAULT_METRICS, direction
 from seqcls.errors import ConfigurationError
-from seqcls.tune.space import Parameter, SearchSpace, yaml_problem
+from seqcls.tune.space import Parameter, SearchSpace, flag_text, yaml_problem
 
 # The metric when the data configuration does not say which it logs (the default GLUE RTE's).
 DEFAULT_METRIC = "val/accuracy"
@@ -55,7 +55,7 @@ def parameter_spec(parameter: Parameter) -> dict[str, Any]:
     if values and all(isinstance(v, float) for v in values):
         spec["discreteValueSpec"] = {"values": values}
     elif values:
-        spec["categoricalValueSpec"] = {"values": [_text(v) for v in values]}
+        spec["categoricalValueSpec"] = {"values": [flag_text(v) for v in values]}
     elif parameter.is_int:
         spec["integerValueSpec"] = {"minValue": str(parameter.low), "maxValue": str(parameter.high)}
     else:
@@ -192,18 +192,14 @@ def to_yaml_json(value: Any) -> str:
     return json.dumps(value)
 
 
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def main(argv: list[str]) -> int:
     try:
         if len(argv) == 3 and argv[0] == "--get":
             value = config_value(argv[2], argv[1])
             if value is not None:
-                print(_text(value) if not isinstance(value, Mapping | list) else json.dumps(value))
+                print(
+                    flag_text(value) if not isinstance(value, Mapping | list) else json.dumps(value)
+                )
             return 0
         if len(argv) < 3 or argv[0].startswith("-"):
             print(
