@@ -85,9 +85,11 @@ class TextCorpusDataModule(TextDataModule):
             eval_batch_size: Blocks per evaluation batch; default ``batch_size``.
             drop_last: Drop the last incomplete training batch. By default only on XLA.
             max_train_samples: Train on at most the first N blocks.
-            num_workers: Background processes that collate (and mask) batches.
+            num_workers: Background processes that collate batches (training batches are
+                masked as they leave them).
             num_proc: Processes that tokenize.
-            seed: Seed for the held-out documents and the dev masks. Unset: the run's
+            seed: Seed for the held-out documents and the masks: each dev block's the same
+                every time, each training block's new every epoch. Unset: the run's
                 ``--seed_everything``.
             cache_dir: Where tokenized documents are cached; default ``$SEQCLS_CACHE`` or
                 ``~/.cache/seqcls``.
