@@ -86,6 +86,17 @@ def test_infinite_regression_labels_are_refused(make_data: MakeData, tmp_path: P
     assert error_of(make_data(scores, "score", validation_file=train)) == expected
 
 
+def test_a_regression_of_one_value_is_refused(make_data: MakeData, tmp_path: Path) -> None:
+    train = write_csv(tmp_path / "flat.csv", "score", ["2.5", "2.5", "2.50", "2.5"])
+    assert error_of(make_data(train, "score")) == (
+        f"{train}, column 'score': every row's label is 2.5, and a regression learns nothing "
+        "from one value; give rows of other values, or check --data.label_column"
+    )
+    # A validation set of one value is scored (its correlations are null in metrics.json).
+    varied = write_csv(tmp_path / "varied.csv", "score", ["2.5", "0.5", "1.5"])
+    make_data(varied, "score", validation_file=train).setup("fit")
+
+
 def test_a_text_cell_in_a_regression_validation_file_is_named(
     make_data: MakeData, tmp_path: Path
 ) -> None:

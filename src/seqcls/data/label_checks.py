@@ -71,6 +71,17 @@ def require_numbers(values: Sequence[object], *, where: str) -> None:
         )
 
 
+def require_varied(values: Sequence[object], *, where: str) -> None:
+    """A regression's training targets: more than one value. One leaves the model nothing to
+    learn but that constant, and a correlation with it is undefined."""
+    distinct = {float(str(value)) for value in values}
+    if len(distinct) == 1:
+        raise ConfigurationError(
+            f"{where}: every row's label is {values[0]}, and a regression learns nothing from "
+            "one value; give rows of other values, or check --data.label_column"
+        )
+
+
 def require_label_names(
     names: Sequence[str], *, where: str, multi_label: bool, given: bool
 ) -> None:

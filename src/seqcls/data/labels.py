@@ -13,6 +13,7 @@ from seqcls.data.label_checks import (
     require_labels,
     require_no_label_lists,
     require_numbers,
+    require_varied,
 )
 from seqcls.errors import ConfigurationError
 
@@ -103,6 +104,7 @@ def infer_label_space(
     require_labels(values, where=where, multi_label=multi_label, type_inferred=type_inferred)
     if problem_type == "regression":
         require_numbers(values, where=where)
+        require_varied(values, where=where)
         return LabelSpace("regression", (column,))
     labels, rows = _labels_and_rows(values, multi_label=multi_label)
     if names:
