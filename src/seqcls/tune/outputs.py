@@ -26,6 +26,7 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import write_text
+from seqcls.data.label_checks import is_number
 from seqcls.run.failed_run import failed_in
 from seqcls.run.outputs import validation_splits
 from seqcls.tune.space import nested
@@ -246,6 +247,5 @@ def validation_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     for split, values in validation_splits(dict(metrics)).items():
         prefix = "val" + split.removeprefix("validation")
         for name, value in values.items():
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            found[f"{prefix}/{name}"] = float(value) if number else None
+            found[f"{prefix}/{name}"] = float(value) if is_number(value) else None
     return found
