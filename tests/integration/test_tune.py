@@ -177,6 +177,21 @@ def test_a_pruned_trial_stops_at_the_validation_that_pruned_it(
     )  # a loss is worse above the median
 
 
+def test_a_pruned_trial_says_so_in_its_metrics_file(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import optuna
+
+    monkeypatch.setattr(optuna.trial.Trial, "should_prune", lambda self: True)
+    run = tmp_path / "run"
+    main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "1", "--trainer.max_epochs", "2"))
+    [row] = rows(run / "trials.csv")
+    assert row["state"] == "pruned"
+    fit = json.loads((run / "trials" / "trial-000" / "metrics.json").read_text())["fit"]
+    assert fit["steps"] == 3
+    assert fit["note"].startswith("pruned by seqcls tune at step 3: ")
+
+
 def test_a_trial_is_never_pruned_at_its_last_validation(tmp_path: Path, tiny_bert: Path) -> None:
     trial: Any = PruneAtOnce()
     reporter = TrialReporter(trial, "val/accuracy", "max", prune=True)

@@ -25,7 +25,7 @@ from seqcls.cloud.storage import download_file, exists, is_remote, upload_dir, u
 from seqcls.errors import ConfigurationError
 from seqcls.tune import outputs
 from seqcls.tune.space import SearchSpace, Unsuggestable, Value
-from seqcls.tune.trial import Job, TrialReporter, check_unused, run_trial
+from seqcls.tune.trial import Job, TrialReporter, check_unused, note_pruned, run_trial
 
 log = logging.getLogger(__name__)
 STUDY_FILE = "study.db"
@@ -65,6 +65,7 @@ class PendingTrial:
             step = max(outcome.values, key=lambda sv: sv[1] * (1 if jobs.mode == "max" else -1))
             self.trial.set_user_attr("best_step", step[0])
         if outcome.pruned:
+            note_pruned(self.job.run_dir, outcome)
             jobs.study.tell(self.trial, state=TrialState.PRUNED)
         elif outcome.best is None:
             log.warning(

@@ -23,6 +23,7 @@ from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.metrics import logged_at_validation
 from seqcls.run.command import run_cli
 from seqcls.run.config_checks import check_logged, not_logged
+from seqcls.run.outputs import read_metrics, update_metrics_file
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,19 @@ class TrialReporter(pl.Callback):
         best = self.outcome.best
         if best is None or (value < best if self.mode == "min" else value > best):
             self.outcome.best = value
+
+
+def note_pruned(run_dir: str, outcome: Outcome) -> None:
+    """Say in the pruned trial's ``metrics.json`` that the search stopped it: its fit reads
+    ``finished``, as an early stop's does, and would otherwise pass for a trial trained in full."""
+    fit = read_metrics(run_dir).get("fit")
+    if fit and outcome.values:
+        step = outcome.values[-1][0]
+        fit["note"] = (
+            f"pruned by seqcls tune at step {step}: its validation metric trailed the median "
+            "of the complete trials; model/ holds the weights trained so far"
+        )
+        update_metrics_file(run_dir, {"fit": fit})
 
 
 def check_unused(run_dir: str, study_file: str) -> None:
