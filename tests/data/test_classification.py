@@ -234,6 +234,14 @@ def test_without_validation_file_a_stratified_share_of_train_is_held_out(make_da
     assert again.splits["validation"][0]["index"] == held["index"]
 
 
+def test_a_validation_fraction_of_0_holds_out_nothing(make_data) -> None:
+    data = make_data(validation_file=None, validation_fraction=0)
+    data.setup("fit")
+    assert len(data.splits["train"][0]) == len(TRAIN)
+    assert data.splits["validation"] == []
+    assert data.val_dataloader() == []
+
+
 def test_missing_test_split_names_the_flag(make_data) -> None:
     data = make_data()
     with pytest.raises(ConfigurationError, match=r"no test data: pass --data\.test_file"):

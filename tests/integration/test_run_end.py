@@ -137,6 +137,40 @@ def test_with_validation_off_metrics_json_says_so(
     assert f"Run directory: {run} (model/, logs/, metrics.json, config.yaml)" in caplog.text
 
 
+def test_a_validation_fraction_of_0_trains_on_every_row_and_validates_nothing(
+    tmp_path: Path,
+    tiny_bert: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = tmp_path / "run"
+    every_row = "--data.validation_file", "null", "--data.validation_fraction", "0"
+    with caplog.at_level(logging.INFO, logger="seqcls"):
+        fit(run, tiny_bert, "--trainer.max_steps", "3", *every_row)
+    assert "--data.validation_fraction 0: every training row trains" in caplog.text
+    result = metrics(run)
+    assert set(result) == {"fit"}
+    assert (result["fit"]["exported"], result["fit"]["validated"]) == ("final weights", False)
+    assert "--data.validation_fraction 0 with no validation set" in result["fit"]["note"]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["trainer"]["limit_val_batches"] == 0
+    # Nothing was held out, so the run's config has nothing to validate on.
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="2"):
+        main(["validate", "--config", str(run / "config.yaml"),
+              "--ckpt_path", str(run / "checkpoints" / "last.ckpt")])  # fmt: skip
+    assert (
+        "--data.validation_fraction 0: no validation set and no training row held out, so "
+        "there is nothing to validate" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit, match="2"):
+        fit(tmp_path / "stops", tiny_bert, *every_row, "--early_stopping.patience", "2")
+    assert (
+        "early stopping watches validation, which --data.validation_fraction 0 turns off"
+        in capsys.readouterr().err
+    )
+
+
 def test_a_sigterm_leaves_metrics_json_with_the_best_so_far(
     tmp_path: Path, tiny_bert: Path
 ) -> None:

@@ -272,6 +272,29 @@ def test_a_trial_stopped_after_validating_keeps_its_score_when_continued(
     assert metrics["best"]["step"] == 3
 
 
+@pytest.mark.parametrize(
+    ("flags", "fix"),
+    [
+        (
+            ["--data.validation_file", "null", "--data.validation_fraction", "0"],
+            "give a validation set",
+        ),
+        (["--trainer.limit_val_batches", "0"], "leave it out"),
+    ],
+)
+def test_a_search_without_validation_is_refused_before_any_trial(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str], flags: list[str], fix: str
+) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit, match="2"):
+        main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "1", *flags))
+    flag = f"{flags[-2]} 0"
+    assert f"{flag}: a search scores its trials at validation, which this turns off; {fix}" in (
+        capsys.readouterr().err
+    )
+    assert not (run / "trials").exists()
+
+
 def test_no_trial_starts_after_the_timeout(tmp_path: Path, tiny_bert: Path) -> None:
     run = tmp_path / "run"
     main(tune_args(tiny_bert, tmp_path, run, "--tune.n_trials", "3", "--tune.timeout", "0"))

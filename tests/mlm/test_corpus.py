@@ -41,6 +41,19 @@ def test_text_lines_become_full_blocks_with_held_out_documents(
     assert len(validation) >= 1
 
 
+def test_a_validation_fraction_of_0_trains_on_every_document(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    every = corpus(tmp_path, tiny_bert, "\n\n".join(LINES) + "\n", max_length=32,
+                   validation_fraction=0)  # fmt: skip
+    every.setup("fit")
+    held = corpus(tmp_path, tiny_bert, "\n\n".join(LINES) + "\n", max_length=32)
+    held.setup("fit")
+    assert "validation" not in every.splits
+    # Each split's last block is cut short, so blocks do not add up: 30 against 28 + 1.
+    assert len(every.splits["train"]) > len(held.splits["train"])
+
+
 def test_training_masks_about_15_percent_and_dev_masks_never_change(
     tmp_path: Path, tiny_bert: Path
 ) -> None:

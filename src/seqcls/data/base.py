@@ -62,6 +62,13 @@ class TextDataModule(pl.LightningDataModule):
             return self._seed
         return int(os.environ.get("PL_GLOBAL_SEED", DEFAULT_SEED))
 
+    @property
+    def holds_out_nothing(self) -> bool:
+        """No validation set, and ``--data.validation_fraction 0``: every training row
+        trains, and a fit validates nothing (``run/validation_off.py``)."""
+        fraction: float = getattr(self, "validation_fraction", 0.1)
+        return fraction == 0 and not self.sources.has_validation()
+
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
         return load_tokenizer(self.tokenizer_name_or_path)

@@ -105,7 +105,8 @@ class TextClassificationDataModule(ClassificationBatches):
                 and mse (regression). Also f1 (of class 1 with two classes), matthews and
                 subset_accuracy (multi-label).
             validation_fraction: Share of training rows held out (seeded, stratified by
-                class) when there is no validation set.
+                class) when there is no validation set; 0 holds out none, and the fit
+                trains on every row and validates nothing.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
             max_length: Longest input in tokens; longer inputs are truncated (or, with
                 ``window_stride``, read as several windows of this length).
@@ -288,7 +289,9 @@ class TextClassificationDataModule(ClassificationBatches):
                 self._encode(source, labelled=split != "predict", subset=self._subset(split))
                 for source in self.sources.of(split)
             ]
-        if stage in ("fit", "validate") and not self.sources.has_validation():
+        if stage == "fit" and self.holds_out_nothing:
+            self.splits["validation"] = []  # every row trains; the fit validates nothing
+        elif stage in ("fit", "validate") and not self.sources.has_validation():
             (train,) = [self._encode(source, labelled=True) for source in self.sources.of("train")]
             stratify = self.problem_type == "single_label_classification"
             rest, held = hold_out(

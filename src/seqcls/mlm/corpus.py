@@ -73,7 +73,7 @@ class TextCorpusDataModule(TextDataModule):
             text_pair_column: A second text column, as in sentence-pair datasets: each
                 row then gives two documents, its text and its pair's.
             validation_fraction: Share of training documents held out (seeded) when there is
-                no validation set.
+                no validation set; 0 holds out none, and the fit validates nothing.
             tokenizer_name_or_path: Tokenizer to use; follows ``--model.model_name_or_path``.
             max_length: Tokens per block: documents are joined and cut into blocks of
                 exactly this many tokens, so nothing is padded.
@@ -173,6 +173,10 @@ class TextCorpusDataModule(TextDataModule):
             for source in self.sources.of(split)
         }
         held_out = stage in ("fit", "validate") and not self.sources.has_validation()
+        if held_out and self.holds_out_nothing:
+            return {
+                "train": pack(documents["train"], self.max_length, **self._named("train", False))
+            }
         if held_out:
             documents["train"], documents["validation"] = hold_out(
                 documents["train"], self.validation_fraction, seed=self.seed, stratify=False

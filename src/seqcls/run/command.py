@@ -61,6 +61,7 @@ from seqcls.run.resume import check_continues, check_loads, start_point
 from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
 from seqcls.run.signals import StopOnSignal, release_signals
 from seqcls.run.throughput import Throughput
+from seqcls.run.validation_off import turn_off_validation, validation_off_by
 from seqcls.run.xla_graphs import EndEvaluationGraphs
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class RunCLI(LightningCLI):
         config = self._config()
         check_trainer(config.trainer, Hardware.detect())
         check_option_ranges(config)
+        turn_off_validation(config, self.subcommand)
         if self.subcommand == "fit":
             check_trains(config.trainer)
         check_checkpoint_mode(config.checkpoint.mode)
@@ -224,9 +226,10 @@ class RunCLI(LightningCLI):
         if config.get("enable_checkpointing") is not False:
             callbacks += [best, self.last_checkpoint]
         if self.subcommand == "fit":
-            validates = config.get("limit_val_batches") not in (0, 0.0)
+            options = self._config()
+            off_by = validation_off_by(options)
             stop = early_stopping(
-                self._config().early_stopping, best.monitor, best.mode, validates=validates
+                options.early_stopping, best.monitor, best.mode, validation_off_by=off_by
             )
             callbacks += [stop] if stop is not None else []
         check_monitor_directions([*given, *configured])

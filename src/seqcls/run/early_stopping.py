@@ -53,17 +53,17 @@ class StopWhenStalled(EarlyStopping):
 
 
 def early_stopping(
-    options: Any, monitor: str | None, mode: str, *, validates: bool = True
+    options: Any, monitor: str | None, mode: str, *, validation_off_by: str | None = None
 ) -> EarlyStopping | None:
     """The stop ``options`` (``--early_stopping.*``) ask for on ``monitor``; None when off.
-    ``validates``: False where --trainer.limit_val_batches 0 turns validation off."""
+    ``validation_off_by``: the flag that turns validation off (``run/validation_off.py``)."""
     patience = options.get("patience")
     if patience is None:
         return None
-    if not validates:  # Lightning's stop would never be asked, and the fit run to its end
+    if validation_off_by:  # Lightning's stop would never be asked, and the fit run to its end
         raise ConfigurationError(
             f"--early_stopping.patience {patience}: early stopping watches validation, which "
-            "--trainer.limit_val_batches 0 turns off; leave one of them out"
+            f"{validation_off_by} turns off; leave one of them out"
         )
     if monitor is None:
         raise ConfigurationError(

@@ -193,7 +193,8 @@ class MetricsFile(pl.Callback):
             )
         elif not trainer.enable_validation:
             fit["note"] = (
-                "validation is off (--trainer.limit_val_batches 0, or no validation data): "
+                "validation is off (--trainer.limit_val_batches 0, or --data.validation_fraction "
+                "0 with no validation set): "
                 "the exported weights are not evaluated"
             )
         elif not validated:

@@ -167,6 +167,7 @@ def _probe(
     from seqcls.model.metrics import logged_at_validation
     from seqcls.run.checkpoints import configured_best_checkpoint
     from seqcls.run.config_checks import check_logged
+    from seqcls.run.validation_off import NO_VALIDATION_BATCHES, validation_off_by
 
     cli = make_cli(fit_args, run=False)
     cli.parser.prog = "seqcls fit"  # its errors name the command that the trials run
@@ -175,6 +176,12 @@ def _probe(
             cli.parser.parse_args([*fit_args, *space.flags(values)])
         except ConfigurationError as error:
             raise space.blamed(error) from None
+    off_by = validation_off_by(cli.config)
+    if off_by:
+        fix = "leave it out" if off_by == NO_VALIDATION_BATCHES else "give a validation set"
+        raise ConfigurationError(
+            f"{off_by}: a search scores its trials at validation, which this turns off; {fix}"
+        )
     root = cli.layout.root
     seed = int(cli.config.get("seed_everything") or 0)
     if metric is not None:
