@@ -3,7 +3,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import datasets
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -131,7 +130,7 @@ def test_a_remote_file_reads_like_a_local_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # memory:// stands in for any fsspec URL; gs:// itself is tested against an emulator.
-    monkeypatch.setattr(datasets.config, "DOWNLOADED_DATASETS_PATH", tmp_path / "downloads")
+    monkeypatch.setenv("SEQCLS_CACHE", str(tmp_path / "cache"))  # where the local copy goes
     local = write(tmp_path / "data.csv")
     url = "memory://seqcls-tables/data.csv"
     fs = fsspec.filesystem("memory")

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import datasets
 import fsspec
 import pytest
 from gcs_emulator import available, create_bucket, gcs_emulator, upload
@@ -63,8 +62,8 @@ def gcs() -> Iterator[Gcs]:
 @pytest.fixture(autouse=True)
 def local_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Keep the local copies of remote files under this test's own folder."""
-    monkeypatch.setattr(datasets.config, "DOWNLOADED_DATASETS_PATH", tmp_path / "downloads")
-    return tmp_path / "downloads"
+    monkeypatch.setenv("SEQCLS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "data"
 
 
 def within(seconds: float, work: Callable[[], T]) -> T:

@@ -11,18 +11,20 @@ import json
 import logging
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
+_TRAINER_STEP = re.compile(r"checkpoint-\d+$")
 
 
 def is_remote(path: str) -> bool:
@@ -158,22 +160,52 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("SEQCLS_CACHE", Path.home() / ".cache" / "seqcls"))
 
 
+def missing_bucket(path: str) -> tuple[str, OSError] | None:
+    """For a ``gs://`` path whose bucket cannot be listed: the bucket's URL and why (a
+    FileNotFoundError where there is no such bucket); None for a bucket that can, empty or
+    not, and for any other path."""
+    if "://" not in path:
+        return None  # local: answered without importing gcsfs
+    fs, fs_path = _fs(path)
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    if "gs" not in protocols:
+        return None
+    bucket = fs_path.split("/", 1)[0]
+    try:
+        # Listing one object needs only the permission a run needs anyway; the bucket's own
+        # metadata (what fs.exists asks) needs one that an account writing objects often lacks.
+        fs.ls(bucket, max_results=1, refresh=True)
+    except OSError as error:
+        return fs.unstrip_protocol(bucket), error
+    return None
+
+
 def local_model_dir(name_or_path: str, cache_dir: Path) -> str:
     """A local folder for a remote model directory; hub ids and local paths pass through.
 
     ``from_pretrained`` reads only local folders and the hub. A remote folder is copied
     into ``cache_dir`` once per version of its files (names, sizes and checksums), so a
-    rewritten model is fetched again and an unchanged one is not.
+    rewritten model is fetched again and an unchanged one is not. Its listing is checked
+    first: a folder without ``config.json`` (a run directory, a checkpoint) is not copied,
+    and checkpoints beside a model never are, as loading it reads none.
     """
     if "://" not in name_or_path or not is_remote(name_or_path):
         return name_or_path
     fs, root = _fs(name_or_path)
     fs.invalidate_cache(root)
-    files = fs.find(root, detail=True)
-    if not files:
+    listed = fs.find(root, detail=True)
+    if not listed:
         raise FileNotFoundError(f"no files under {name_or_path}")
+    top = root.rstrip("/")
+    files = {posixpath.relpath(name, top): info for name, info in listed.items()}
+    if "config.json" not in files:
+        exported = posixpath.join(name_or_path.rstrip("/"), "model")
+        run = "model/config.json" in files
+        hint = f"; it is a run directory, whose exported model is {exported}" if run else ""
+        raise FileNotFoundError(f"no config.json in {name_or_path}{hint}")
+    files = {name: info for name, info in files.items() if not _is_checkpoint(name)}
     versions = sorted(
-        (name, info.get("size"), info.get("md5Hash") or info.get("ETag") or info.get("etag"))
+        (posixpath.join(top, name), info.get("size"), _checksum(info))
         for name, info in files.items()
     )
     key = hashlib.sha256(json.dumps([name_or_path, versions]).encode()).hexdigest()[:20]
@@ -182,14 +214,24 @@ def local_model_dir(name_or_path: str, cache_dir: Path) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=target.parent))
         for name in files:
-            relative = posixpath.relpath(name, root.rstrip("/"))
-            download_file(fs.unstrip_protocol(name), partial / relative)
+            download_file(fs.unstrip_protocol(posixpath.join(top, name)), partial / name)
         try:
             os.replace(partial, target)  # whole or absent, so a concurrent reader never sees half
         except OSError:  # another process got there first with the same files
             shutil.rmtree(partial, ignore_errors=True)
         log.info("Copied %s to %s", name_or_path, target)
     return str(target)
+
+
+def _is_checkpoint(relative: str) -> bool:
+    """Whether a file in a model folder is a training checkpoint: Lightning's ``*.ckpt``, or a
+    run's ``checkpoints/`` or the Hugging Face Trainer's ``checkpoint-N/`` beside the model."""
+    first = relative.split("/", 1)[0]
+    return relative.endswith(".ckpt") or first == "checkpoints" or bool(_TRAINER_STEP.match(first))
+
+
+def _checksum(info: dict[str, Any]) -> Any:
+    return info.get("md5Hash") or info.get("ETag") or info.get("etag")
 
 
 def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:

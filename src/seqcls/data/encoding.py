@@ -14,7 +14,7 @@ from typing import Any
 import datasets
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from seqcls.cloud.storage import default_cache_dir, local_model_dir
+from seqcls.cloud.storage import default_cache_dir, exists, local_model_dir
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.label_checks import rows_counted
 from seqcls.data.labels import (
@@ -68,14 +68,7 @@ def load_tokenizer(name_or_path: str | None) -> PreTrainedTokenizerBase:
 def model_label_space(name_or_path: str | None) -> LabelSpace:
     """The labels of the model ``--model.model_name_or_path`` names, for a run given no training
     rows: a model fine-tuned by seqcls (or the HF Trainer) records them in its config.json."""
-    text = None
-    if name_or_path:
-        directory = local_model_dir(name_or_path, default_cache_dir())
-        if not os.path.exists(directory) and _names_a_path(name_or_path):
-            missing = FileNotFoundError(f"no such directory: {directory}")
-            raise unloadable("--model.model_name_or_path", name_or_path, missing)
-        path = os.path.join(directory, "config.json")
-        text = Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
+    text = _model_config(name_or_path) if name_or_path else None
     space = label_space_of_model(json.loads(text)) if text else None
     if space is None:
         raise ConfigurationError(
@@ -86,17 +79,33 @@ def model_label_space(name_or_path: str | None) -> LabelSpace:
     return space
 
 
+def _model_config(name_or_path: str) -> str | None:
+    """The text of the model folder's config.json; None where the folder has none."""
+    try:
+        directory = local_model_dir(name_or_path, default_cache_dir())
+    except OSError as error:  # gs://: nothing there, or no config.json (and nothing copied)
+        if exists(name_or_path):
+            return None  # a folder, as a local one without config.json: what it is is named
+        raise unloadable("--model.model_name_or_path", name_or_path, error) from None
+    if not os.path.exists(directory) and _names_a_path(name_or_path):
+        missing = FileNotFoundError(f"no such directory: {directory}")
+        raise unloadable("--model.model_name_or_path", name_or_path, missing)
+    path = os.path.join(directory, "config.json")
+    return Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
+
+
 def _names_a_path(name_or_path: str) -> bool:
     """Whether a model name can only be a path (a hub id is ``name`` or ``owner/name``)."""
     return name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
 
 
 def _what_it_is(name_or_path: str | None) -> str:
-    """What a model path that names no labels is instead, where it is a run's other part."""
-    if not name_or_path or not os.path.exists(name_or_path):
+    """What a model path (local or ``gs://``) that names no labels is instead, where it is a
+    run's other part."""
+    if not name_or_path or not exists(name_or_path):
         return ""
-    exported = os.path.join(name_or_path, "model")
-    if os.path.isdir(exported):
+    exported = os.path.join(name_or_path.rstrip("/"), "model")
+    if exists(exported):
         return f"; it is a run directory, whose exported model is {exported}"
     if name_or_path.endswith(".ckpt"):
         return "; it is a checkpoint: give it as --ckpt_path, with --config RUN/config.yaml"

@@ -4,14 +4,14 @@ import codecs
 import csv
 import hashlib
 import os
-import shutil
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import datasets
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 import seqcls.cloud  # noqa: F401  (sets gcsfs's options before fsspec loads it)
+from seqcls.cloud.storage import default_cache_dir, download_file
 from seqcls.errors import ConfigurationError
 
 # Only an empty cell is missing: pandas' default NA words (NA, N/A, None, null, nan...)
@@ -63,7 +63,7 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     if isinstance(fs, LocalFileSystem):
         local, data_files = fs_path, path
     else:
-        local = data_files = _local_copy(fs, fs_path, file_fingerprint(path, flag=flag))
+        local = data_files = _local_copy(path, file_fingerprint(path, flag=flag))
     if builder != "parquet":
         _require_utf8(local, flag=flag, path=path)
     empty = ConfigurationError(f"{flag}: {path} has no rows; give a file with at least one example")
@@ -116,8 +116,9 @@ def column_values(table: datasets.Dataset, column: str) -> list[object]:
     return values
 
 
-def _local_copy(fs: fsspec.AbstractFileSystem, fs_path: str, fingerprint: str) -> str:
-    """A local copy of a remote file, fetched once per version of it.
+def _local_copy(url: str, fingerprint: str) -> str:
+    """A local copy of a remote file, fetched once per version of it, in seqcls's cache folder
+    (``$SEQCLS_CACHE/data/``).
 
     datasets gets only local files: its own remote reads refuse to run under HF_HUB_OFFLINE
     (gs:// included) and keep serving their cached copy after the object is rewritten.
@@ -125,16 +126,15 @@ def _local_copy(fs: fsspec.AbstractFileSystem, fs_path: str, fingerprint: str) -
     cache (keyed by local path and mtime) serve later reads of it.
     """
     key = hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
-    name = PurePosixPath(fs_path).name
-    target = Path(datasets.config.DOWNLOADED_DATASETS_PATH) / "seqcls" / key / name
+    name = PurePosixPath(url).name
+    target = default_cache_dir() / "data" / key / name
     if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f"{name}.{os.getpid()}.partial")
-        # gcsfs's default "adaptive" read cache has hung on a second read of one object in
-        # a process; a plain sequential copy needs nothing more than readahead.
-        with fs.open(fs_path, "rb", cache_type="readahead") as source, partial.open("wb") as sink:
-            shutil.copyfileobj(source, sink, _CHUNK)
-        os.replace(partial, target)  # atomic, so a concurrent reader never sees half a file
+        try:
+            download_file(url, partial)
+            os.replace(partial, target)  # atomic, so a concurrent reader never sees half a file
+        finally:  # a copy cut short (an error, Ctrl-C) leaves nothing behind
+            partial.unlink(missing_ok=True)
     return str(target)
 
 

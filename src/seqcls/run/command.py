@@ -28,6 +28,7 @@ from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
 from seqcls.option_ranges import check_option_ranges
+from seqcls.run.bucket_check import check_run_buckets
 from seqcls.run.built_checks import check_built
 from seqcls.run.checkpoint_io import with_atomic_io
 from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
@@ -143,6 +144,7 @@ class RunCLI(LightningCLI):
         self.layout = run_layout(config.trainer.default_root_dir, config.checkpoint.dirpath)
         config.trainer.default_root_dir = self.layout.root
         check_folders(self.layout)
+        check_run_buckets(self.layout)  # before start_point lists the checkpoints there
         # --checkpoint.dirpath stays as given: config.yaml is stacked into other runs' configs.
         check_strategy(config.trainer.get("strategy"), self.layout.root)
         # Kept until the process exits: Lightning loads the checkpoint inside the run.
