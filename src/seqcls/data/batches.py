@@ -27,6 +27,7 @@ from seqcls.data.loaders import (
 )
 from seqcls.data.sources import Split
 from seqcls.data.windows import DocumentWindows
+from seqcls.errors import ConfigurationError
 
 
 class ClassificationBatches(TextDataModule):
@@ -45,6 +46,12 @@ class ClassificationBatches(TextDataModule):
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
         if self.trainer is not None and self._packs_densely():
+            if self.group_by_length:  # dense packing draws random rows into fixed shapes
+                raise ConfigurationError(
+                    "--data.group_by_length true: on XLA, batches are packed densely into "
+                    "fixed shapes, which keeps them random; give --data.padding buckets with "
+                    "it (docs/tpu.md), or leave it out"
+                )
             world = (self.trainer.world_size, self.trainer.global_rank)
             return dense_train_loader(
                 train,

@@ -27,6 +27,7 @@ from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, 
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.scored_rows import ScoredRows, score_rows
 from seqcls.model.xla_attention import use_device_side_attention_mask
+from seqcls.xla_options import check_xla_model
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -180,6 +181,12 @@ class SequenceClassifier(pl.LightningModule):
             counts = self.trainer.datamodule.train_label_counts()  # type: ignore[attr-defined]
             self.class_weight = balanced_weights(counts)
         if is_xla(self.trainer):
+            rates = [self.hparams["learning_rate"], self.hparams.get("head_learning_rate")]
+            check_xla_model(
+                compile=self.hparams["compile"],
+                precision=str(self.trainer.precision),
+                learning_rates=[rate for rate in rates if rate is not None],
+            )
             use_device_side_attention_mask(self.model)
         elif self.hparams["compile"] and stage == "fit":
             # In place, so state_dict keys (checkpoints, export) stay those of the model.

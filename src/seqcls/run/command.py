@@ -64,6 +64,7 @@ from seqcls.run.signals import StopOnSignal, release_signals
 from seqcls.run.throughput import Throughput
 from seqcls.run.validation_off import turn_off_validation, validation_off_by
 from seqcls.run.xla_graphs import EndEvaluationGraphs
+from seqcls.xla_options import check_xla_precision
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,9 @@ class RunCLI(LightningCLI):
         # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
         apply_secrets()
         config = self._config()
-        check_trainer(config.trainer, Hardware.detect())
+        hardware = Hardware.detect()
+        check_trainer(config.trainer, hardware)
+        check_xla_precision(config.trainer, hardware)
         check_option_ranges(config)
         turn_off_validation(config, self.subcommand)
         if self.subcommand == "fit":
