@@ -4,6 +4,7 @@ directories, resuming, the outputs, best.yaml stacking into fit, seeds, and prun
 import csv
 import json
 import logging
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -95,24 +96,25 @@ def test_outputs_table_plot_hparams_and_best_yaml(search: tuple[Path, Path]) -> 
     assert f"{config['model']['learning_rate']:.4g}" == best["model.learning_rate"]
 
 
-def test_best_yaml_stacks_into_fit(
+def test_best_yaml_names_the_fit_that_stacks_it(
     search: tuple[Path, Path], tiny_bert: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    work, run = search
+    _, run = search
     best = yaml.safe_load((run / "best.yaml").read_text())
+    header = (run / "best.yaml").read_text().splitlines()[1]
+    assert header.startswith("# Fit with them: seqcls fit ")
+    # The search's own configs and flags, best.yaml on top, and a run directory of its own.
+    program, subcommand, *args = shlex.split(header.removeprefix("# Fit with them: "))
+    assert (program, subcommand) == ("seqcls", "fit")
+    assert args[-4:] == ["--config", str(run / "best.yaml"),
+                         "--trainer.default_root_dir", str(run / "best")]  # fmt: skip
     with pytest.raises(SystemExit):
-        main(
-            [
-                "fit",
-                *fit_args(tiny_bert, work),
-                "--config",
-                str(run / "best.yaml"),
-                "--print_config",
-            ]
-        )
+        main(["fit", *args, "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["model_name_or_path"] == str(tiny_bert)
     assert printed["model"]["learning_rate"] == best["model"]["learning_rate"]
     assert printed["model"]["warmup_ratio"] == best["model"]["warmup_ratio"]
+    assert printed["trainer"]["default_root_dir"] == str(run / "best")
 
 
 def test_the_same_command_resumes_and_adds_only_the_missing_trials(

@@ -16,6 +16,7 @@ broadcast over the process group that the first fit set up.
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -41,6 +42,7 @@ from seqcls.tune.trial import Job, TrialReporter, check_metric, run_trial
 
 log = logging.getLogger(__name__)
 VERTEX_METRIC = "val/accuracy"  # train-cloud-gpu.sh --tune's default --tune-metric
+ROOT_FLAG = "--trainer.default_root_dir"
 _JOB_ENV = "SEQCLS_TUNE_TRIAL"  # the first trial, for the processes Lightning starts
 
 
@@ -55,12 +57,12 @@ def tune(argv: list[str]) -> None:
     options, fit_args = parse(argv)
     space = SearchSpace.from_yaml(_read(options.space), options.space)
     if options.collect is not None:
-        _collect(options.collect, options, space, fit_args, argv)
+        _collect(options.collect, options, space, fit_args)
         return
     if prints_config(fit_args):
         _print_config(options, fit_args)
     root, metric, mode, seed = _probe(fit_args, options.metric, space)
-    command = _command(argv)
+    command = _command(fit_args)
     with open_study(root, metric, mode, seed) as jobs:
         ran = _search(jobs, space, fit_args, options, command)
         if options.seeds:
@@ -91,9 +93,7 @@ def _search(
     return ran
 
 
-def _collect(
-    folder: str, options: TuneOptions, space: SearchSpace, fit_args: list[str], argv: list[str]
-) -> None:
+def _collect(folder: str, options: TuneOptions, space: SearchSpace, fit_args: list[str]) -> None:
     """``--tune.collect FOLDER``: the outputs of trials that ran elsewhere; only ``--config``
     files (named in best.yaml's header) and ``--print_config`` go with it."""
     configs = {i + 1 for i, arg in enumerate(fit_args[:-1]) if arg == "--config"}
@@ -108,7 +108,7 @@ def _collect(
         )
     from seqcls.tune.collect import collect
 
-    collect(folder, space, options.metric or VERTEX_METRIC, _command(argv))
+    collect(folder, space, options.metric or VERTEX_METRIC, _command(fit_args))
 
 
 def _print_config(options: TuneOptions, fit_args: list[str]) -> None:
@@ -209,10 +209,17 @@ def _read(path: str) -> str:
     return text
 
 
-def _command(argv: list[str]) -> str:
-    """The fit command that best.yaml stacks onto: the search's --config files."""
-    configs = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--config"]
-    return " ".join(["seqcls fit", *(f"--config {c}" for c in configs)])
+def _command(fit_args: list[str]) -> str:
+    """The fit command that best.yaml stacks onto: the search's own configs and flags, less
+    its run directory (``outputs.best_yaml`` names a new one)."""
+    kept: list[str] = []
+    args = iter(fit_args)
+    for arg in args:
+        if arg == ROOT_FLAG:
+            next(args, None)
+        elif not arg.startswith(f"{ROOT_FLAG}="):
+            kept.append(arg)
+    return shlex.join(["seqcls", "fit", *kept])
 
 
 def main(argv: list[str]) -> None:

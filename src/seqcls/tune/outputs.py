@@ -14,6 +14,7 @@ import io
 import logging
 import math
 import os
+import posixpath
 import statistics
 import warnings
 from collections.abc import Mapping
@@ -43,7 +44,8 @@ def best_yaml(study: optuna.Study, metric: str, command: str, path: str) -> str 
     header = (
         f"# Best of {len(study.trials)} trial(s) of seqcls tune: {metric} = {best.value:.6g} "
         f"(trial {best.number}, {best.user_attrs.get('run_dir', '')}).\n"
-        f"# Stack it onto the configs and flags of the search: {command} --config {path}\n"
+        f"# Fit with them: {command} --config {path} --trainer.default_root_dir "
+        f"{posixpath.join(posixpath.dirname(path), 'best')}\n"
     )
     return header + yaml.safe_dump(nested(best.params), sort_keys=False)
 
