@@ -206,6 +206,17 @@ def test_gpu_config_without_a_gpu(capsys, tiny_bert: Path, tmp_path: Path) -> No
     assert "--config configs/trainer/cpu.yaml" in line
 
 
+def test_fsdp_config_on_the_cpu(capsys, tiny_bert: Path, tmp_path: Path) -> None:
+    stack = [str(REPO / f"configs/trainer/{name}.yaml") for name in ("gpu", "fsdp", "cpu")]
+    # The stack a user tries after the GPU line's hint: FSDP still asks for CUDA GPUs.
+    line = fit_error(capsys, tiny_bert, tmp_path, *(a for c in stack for a in ("--config", c)))
+    assert line == (
+        "seqcls: error: --trainer.strategy pytorch_lightning.strategies.FSDPStrategy: FSDP "
+        "shards the model across CUDA GPUs, and this run has none (--trainer.accelerator cpu); "
+        "leave configs/trainer/fsdp.yaml out to train on the CPU"
+    )
+
+
 def test_deepspeed_config_without_deepspeed(capsys, tiny_bert: Path, tmp_path: Path) -> None:
     if importlib.util.find_spec("deepspeed") is not None:
         pytest.skip("DeepSpeed is installed here (its lane, scripts/test.sh --deepspeed)")

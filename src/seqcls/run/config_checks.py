@@ -152,6 +152,14 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
             f"with --config {CPU_CONFIG} instead, or run on a TPU VM (the seqcls-tpu image)"
         )
     on_gpu = accelerator in _GPU or (accelerator == "auto" and hardware.gpus > 0)
+    strategy = trainer.get("strategy")
+    strategy_name = strategy if isinstance(strategy, str) else getattr(strategy, "class_path", "")
+    if "fsdp" in str(strategy_name).lower() and not on_gpu:  # else a Lightning traceback
+        raise ConfigurationError(
+            f"--trainer.strategy {strategy_name}: FSDP shards the model across CUDA GPUs, and "
+            f"this run has none (--trainer.accelerator {accelerator}); leave "
+            "configs/trainer/fsdp.yaml out to train on the CPU"
+        )
     precision = str(trainer.get("precision"))
     if on_gpu and precision in _BF16 and not hardware.gpu_bf16:
         raise ConfigurationError(
