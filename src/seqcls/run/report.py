@@ -7,9 +7,11 @@ majority class's accuracy on the same rows and the largest share of rows given o
 (single-label classes: ``SPLIT/majority_class_accuracy``, ``SPLIT/largest_predicted_share``).
 
 - ``fit`` keeps the rows of the validation that scored the best checkpoint, the one exported
-  to ``model/``. At the end it fits the calibration on them (``--model.calibrate``), which the
-  export saves with the model, writes ``report/validation/`` and adds the temperature and the
-  calibrated ECE to ``metrics.json``, and warns where the run failed (``failed_run.py``).
+  to ``model/``, and saves them in its checkpoints, so that a resumed fit has them too
+  (``best_validation.py``). At the end it fits the calibration on them (``--model.calibrate``),
+  which the export saves with the model, writes ``report/validation/`` and adds the
+  temperature and the calibrated ECE to ``metrics.json``, and warns where the run failed
+  (``failed_run.py``).
 - ``validate`` and ``test`` write the report of what they measured into their run directory
   (in a fit's, into a folder of their own: ``run/evaluations.py``), and (like ``predict``)
   apply the calibration saved with the model they evaluate.
@@ -47,7 +49,7 @@ from seqcls.model.calibration import (
     unfold_temperature,
 )
 from seqcls.model.classifier import SequenceClassifier
-from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.best_validation import BestValidation
 from seqcls.run.evaluations import evaluation_of
 from seqcls.run.failed_run import against_majority
 from seqcls.run.outputs import METRICS_FILE, metrics_text, read_metrics, split_name
@@ -66,8 +68,7 @@ class EvaluationReport(pl.Callback):
         self.model_dir, self.checkpoint = model_dir, checkpoint
         self._outputs: dict[int, list[dict[str, torch.Tensor]]] = {}
         self._rows: dict[str, Rows] = {}  # metric prefix -> the last evaluation's rows
-        self._best: dict[str, Rows] = {}
-        self._best_score: float | None = None
+        self._best = BestValidation()
         self._fitted: Fitted | None = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -83,6 +84,12 @@ class EvaluationReport(pl.Callback):
             pl_module.calibration = saved
             if saved is not None:
                 log.info("Applying the saved calibration: %s", saved.describe())
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._best.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._best.load_state_dict(state_dict)
 
     # Collecting rows.
 
@@ -126,17 +133,18 @@ class EvaluationReport(pl.Callback):
             return
         if trainer.state.fn != "fit":
             self._write(trainer, pl_module, self._rows)
-        elif self._is_new_best(trainer):
-            self._best = self._rows
+        else:
+            self._best.offer(trainer, self._rows)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._rows:
             self._write(trainer, pl_module, self._rows)
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not self._best or not isinstance(pl_module, SequenceClassifier):
+        best = self._best.of_exported(trainer)
+        if not best or not isinstance(pl_module, SequenceClassifier):
             return
-        first = self._best[next(iter(self._best))]  # calibrated on the first validation set
+        first = best[next(iter(best))]  # calibrated on the first validation set
         if pl_module.calibrate:
             self._fitted = fit_calibration(
                 pl_module.labels.problem_type, first.logits, first.targets
@@ -149,12 +157,12 @@ class EvaluationReport(pl.Callback):
             measured = against_majority(pl_module.labels, first.logits, first.targets)
             if measured.failed and trainer.is_global_zero:
                 log.warning(measured.warning())
-        self._write(trainer, pl_module, self._best)
+        self._write(trainer, pl_module, best)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         # After MetricsFile has written the best validation's metrics in on_fit_end.
         if stage == "fit" and self._fitted is not None and self._fitted.metrics:
-            self._add_metrics(trainer, next(iter(self._best)), self._fitted.metrics)
+            self._add_metrics(trainer, next(iter(self._best.rows)), self._fitted.metrics)
 
     # The parts.
 
@@ -189,20 +197,6 @@ class EvaluationReport(pl.Callback):
             for name, value in ece.items():
                 # The same value on every rank: the rows were gathered.
                 pl_module.log(f"{prefix}/{name}", value, sync_dist=True, add_dataloader_idx=False)
-
-    def _is_new_best(self, trainer: pl.Trainer) -> bool:
-        """Whether this validation scored better than any before (as ModelCheckpoint judges)."""
-        checkpoint = best_checkpoint(trainer)
-        value = trainer.callback_metrics.get(str(checkpoint.monitor)) if checkpoint else None
-        if checkpoint is None or value is None:
-            return True  # no judge: the latest weights are the ones exported
-        score = float(value)
-        better = self._best_score is None or (
-            score > self._best_score if checkpoint.mode == "max" else score < self._best_score
-        )
-        if better:
-            self._best_score = score
-        return better
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, pl_module: Any, rows_by_prefix: dict[str, Rows]) -> None:
