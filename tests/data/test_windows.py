@@ -10,7 +10,13 @@ import torch
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.columns import INDEX, LABELS
 from seqcls.data.sub_batches import pieces_of
-from seqcls.data.windows import DocumentWindows, flatten_windows, group_windows, pool_windows
+from seqcls.data.windows import (
+    DocumentWindows,
+    count_windows,
+    flatten_windows,
+    group_windows,
+    pool_windows,
+)
 
 
 def test_pool_windows_mean_and_max_per_document_in_index_order() -> None:
@@ -52,6 +58,15 @@ def test_windows_regroup_per_document_then_flatten_with_the_documents_label() ->
     assert flat["input_ids"] == [[1, 2], [2, 3], [4], [5, 6]]
     assert flat[INDEX] == [10, 10, 11, 12]
     assert flat[LABELS] == [1, 1, 0, 1]
+
+
+def test_count_windows_counts_the_windows_of_the_documents_a_split_holds() -> None:
+    rows = datasets.Dataset.from_dict(
+        {"input_ids": [[[1, 2], [2, 3]], [[4]], [[5, 6], [6, 7], [7]]], LABELS: [1, 0, 1]}
+    )
+    assert count_windows(rows) == 6
+    assert count_windows(rows.select([2, 0])) == 5  # a held-out selection: its rows only
+    assert count_windows(rows.select([])) == 0
 
 
 def test_document_windows_collates_every_window_of_every_document() -> None:

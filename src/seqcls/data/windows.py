@@ -15,6 +15,7 @@ lie ``window_stride`` tokens apart, so every token is seen instead of only the f
 from typing import Any, Literal
 
 import datasets
+import pyarrow.compute as pc
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -40,7 +41,7 @@ def check_windows(
         if pooling is not None:
             raise ConfigurationError(
                 f"--data.window_pooling {pooling} needs --data.window_stride: without windows "
-                "there is nothing to pool"
+                "there is nothing to pool; unset it too with --data.window_pooling null"
             )
         return
     if stride < 1 or stride >= max_length:
@@ -95,6 +96,14 @@ def flatten_windows(rows: datasets.Dataset) -> datasets.Dataset:
         }
 
     return rows.map(flatten, batched=True, keep_in_memory=True, desc="Windows")
+
+
+def count_windows(documents: datasets.Dataset) -> int:
+    """The windows an encoded split's documents hold: the forward passes that scoring it takes.
+
+    Read as list lengths from the stored column, without making Python lists of the ids."""
+    ids = documents.select_columns(["input_ids"]).with_format("arrow")[:]["input_ids"]
+    return int(pc.sum(pc.list_value_length(ids)).as_py() or 0)
 
 
 class DocumentWindows:

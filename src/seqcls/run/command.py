@@ -48,6 +48,7 @@ from seqcls.run.final_validation import ValidateFinalWeights
 from seqcls.run.fit_end import announce_already_finished, announce_fit_end
 from seqcls.run.flag_values import keep_comment_like_values
 from seqcls.run.layout import DEFAULT_ROOT, check_folders, run_layout
+from seqcls.run.linked_options import check_linked_options, linked_options
 from seqcls.run.logs import tensorboard_logger
 from seqcls.run.model_card import model_card, write_model_card
 from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
@@ -115,6 +116,8 @@ class RunCLI(LightningCLI):
         argv = sys.argv[1:] if args is None else args
         if isinstance(argv, list | tuple):
             check_config_files([str(arg) for arg in argv])
+            # A linked option given by hand: jsonargparse's message would blame its value.
+            check_linked_options([str(arg) for arg in argv], linked_options(parser))
         super().parse_arguments(parser, args)
         if isinstance(argv, list | tuple):
             # e.g. --data.text_pair_column "#2 String", which YAML reads as a comment

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pytorch_lightning as pl
 from jsonargparse import Namespace
 
+from seqcls.data.windows import count_windows
 from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -45,19 +46,22 @@ class TrainingLength:
     reason: str
 
 
-def derive_training_length(rows: int, batches: int, validation_rows: int = 0) -> TrainingLength:
+def derive_training_length(
+    rows: int, batches: int, validation_rows: int = 0, unit: str = "rows"
+) -> TrainingLength:
     """Epochs for ``rows`` training rows, and validations per epoch of ``batches`` batches
-    against ``validation_rows`` rows to score each time."""
+    against ``validation_rows`` rows to score each time. With long-document windows both
+    counts are windows (forward passes), and ``unit`` names them so in the reason."""
     epochs = min(MAX_EPOCHS, max(MIN_EPOCHS, round(TARGET_ROWS / max(1, rows))))
     affordable = int(VALIDATION_SHARE * TRAINING_ROW_PASSES * rows / max(1, validation_rows))
     validations = (
         max(1, min(VALIDATIONS_PER_EPOCH, batches, affordable)) if rows <= SMALL_SET else 1
     )
     reason = (
-        f"{epochs} epochs (about {TARGET_ROWS:,} rows / {rows:,} training rows, kept within "
-        f"{MIN_EPOCHS} to {MAX_EPOCHS}), validation {validations} time(s) an epoch "
-        f"({'up to' if rows <= SMALL_SET else 'over'} {SMALL_SET:,} training rows, at most "
-        f"{VALIDATION_SHARE:.0%} of training's cost for {validation_rows:,} validation rows), "
+        f"{epochs} epochs (about {TARGET_ROWS:,} {unit} / {rows:,} training {unit}, kept "
+        f"within {MIN_EPOCHS} to {MAX_EPOCHS}), validation {validations} time(s) an epoch "
+        f"({'up to' if rows <= SMALL_SET else 'over'} {SMALL_SET:,} training {unit}, at most "
+        f"{VALIDATION_SHARE:.0%} of training's cost for {validation_rows:,} validation {unit}), "
         "the best kept"
     )
     return TrainingLength(epochs, validations, reason)
@@ -103,7 +107,12 @@ class DerivedTrainingLength(pl.Callback):
         check_validation_interval(trainer, batches)
         if not self.unset.length:
             return
-        derived = derive_training_length(rows, batches, _validation_rows(data))
+        # Windows (--data.window_stride): training rows are windows already; validation
+        # scores whole documents, each costing a forward pass per window.
+        windows = getattr(data, "window_stride", None) is not None
+        derived = derive_training_length(
+            rows, batches, _validation_rows(data, windows), "windows" if windows else "rows"
+        )
         # Read by the fit loop when it starts, after this hook; nothing has used them yet.
         trainer.fit_loop.max_epochs = derived.epochs
         if self.unset.validation:
@@ -148,10 +157,12 @@ def check_validation_interval(trainer: pl.Trainer, batches: int) -> None:
         )
 
 
-def _validation_rows(data: pl.LightningDataModule) -> int:
-    """The rows each validation scores: one set (masked LM) or several (classification)."""
+def _validation_rows(data: pl.LightningDataModule, windows: bool) -> int:
+    """The rows each validation scores, one set (masked LM) or several (classification): with
+    ``windows``, the windows of its documents, one forward pass each."""
     found = getattr(data, "splits", {}).get("validation") or []
-    return sum(len(split) for split in (found if isinstance(found, list) else [found]))
+    splits = found if isinstance(found, list) else [found]
+    return sum(count_windows(split) if windows else len(split) for split in splits)
 
 
 def validation_batches(batches: int, validations: int) -> set[int]:
