@@ -107,3 +107,21 @@ class SignalsAtFitEnd(Callback):
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         for _ in range(self.times):
             signal.raise_signal(self.signum)
+
+
+class SigtermInValidation(Callback):
+    """Send this process SIGTERM as validation number ``validation`` (1 for the first after
+    the sanity check) starts its second batch: a preemption that comes while a fit validates."""
+
+    def __init__(self, validation: int = 1) -> None:
+        self.validation, self.started = validation, 0
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self.started += not trainer.sanity_checking
+
+    def on_validation_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        if not trainer.sanity_checking and self.started == self.validation and batch_idx == 1:
+            signal.raise_signal(signal.SIGTERM)

@@ -42,6 +42,7 @@ from seqcls.run.config_checks import (
     check_trains,
     describe_options,
 )
+from seqcls.run.cut_validation import RerunCutValidation
 from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
 from seqcls.run.export import ExportBestModel
 from seqcls.run.final_validation import ValidateFinalWeights
@@ -216,6 +217,9 @@ class RunCLI(LightningCLI):
                 # The recipe sets the number at setup. Left unset, Lightning would warn that
                 # it trains 1,000 epochs, which no run does.
                 config["max_epochs"] = MAX_EPOCHS
+        if self.subcommand == "fit":
+            # Before the checkpoints: the state saved on a stop notes a validation it cut.
+            callbacks.append(RerunCutValidation())
         if self.subcommand == "fit" and self.start.local is not None:
             # Resumed at its last step, a fit still validates its final weights.
             callbacks.append(ValidateWhenNothingLeft())
