@@ -7,12 +7,10 @@ repeated row, and metrics or predictions that counted it would differ from one p
 import csv
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from process_group import seqcls_bounded
 from transformers import AutoTokenizer
 
 from seqcls.cli import main
@@ -33,23 +31,9 @@ def first_rows(source: Path, target: Path, count: int) -> str:
 def seqcls_in_two_processes(*args: str, cwd: Path) -> str:
     """Run ``seqcls`` under DDP in its own process group, killed whole if it overruns."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "seqcls.cli", *args, *DDP, *QUIET],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # Lightning starts rank 1 as a child: one group to end both
-    )
-    try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"seqcls under DDP ran past {TIMEOUT_S} s:\n{output[-3000:]}")
-    assert process.returncode == 0, output[-3000:]
-    return output
+    done = seqcls_bounded([*args, *DDP, *QUIET], timeout_s=TIMEOUT_S, env=env, cwd=cwd)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return done.stdout
 
 
 def validation_metrics(run_dir: Path) -> dict[str, float]:

@@ -10,11 +10,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
+from process_group import seqcls_bounded
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
@@ -48,21 +47,7 @@ def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]
         "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         *extra,
     ]  # fmt: skip
-    process = subprocess.Popen(
-        [sys.executable, "-m", "seqcls.cli", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"the DDP fit hung past {TIMEOUT_S} s:\n{output[-3000:]}")
-    return subprocess.CompletedProcess(args, process.returncode, output)
+    return seqcls_bounded(args, timeout_s=TIMEOUT_S, env=env)
 
 
 def metrics(run: Path) -> dict[str, Any]:
