@@ -196,7 +196,10 @@ def links_note(parser: LightningArgumentParser, section: str, source: str) -> st
     if not names:
         return ""
     shown = ", ".join(f"`--{name}`" for name in names)
-    return f"\nFilled in from {source}, never set by hand: {shown}.\n"
+    return (
+        f"\nFilled in from {source}, never set by hand: {shown}. Given on the command line or "
+        "in a `--config` file, each stops the command with one line naming the option to give.\n"
+    )
 
 
 def command_section(title: str, command: str, fit: LightningArgumentParser) -> list[str]:

@@ -61,3 +61,23 @@ def test_the_tokenizer_filled_in_from_the_model_names_the_model_option(
         "seqcls: error: --data.tokenizer_name_or_path is filled in from the model; "
         "give --model.model_name_or_path instead"
     )
+
+
+@pytest.mark.parametrize("form", ["--config {}", "--config={}"])
+def test_a_config_file_that_sets_an_option_filled_in_from_the_data_is_refused(
+    tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    config = tmp_path / "pooling.yaml"
+    config.write_text("model:\n  window_pooling: max\n")
+    with pytest.raises(SystemExit) as done:
+        main([
+            "fit",
+            "--model.model_name_or_path", str(tiny_bert),
+            *form.format(config).split(" "),
+            "--trainer.default_root_dir", str(tmp_path / "run"),
+        ])  # fmt: skip
+    assert done.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"seqcls: error: --config {config}: model.window_pooling is filled in from the data; "
+        "give data.window_pooling instead"
+    )
