@@ -22,7 +22,10 @@ def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationE
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
     unreachable = "couldn't connect" in reason.lower() or isinstance(error, ConnectionError)
     local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
-    if os.path.exists(name_or_path):
+    # A bucket folder that holds files, but no model (a run directory, say): its listing
+    # says what it is (cloud/storage.py local_model_dir).
+    listed = "://" in name_or_path and reason.startswith("no config.json in")
+    if os.path.exists(name_or_path) or listed:
         hint = "give a model directory with config.json, the weights and the tokenizer"
     elif local:
         reason = "no such directory"

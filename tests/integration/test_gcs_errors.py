@@ -190,6 +190,23 @@ def test_a_run_directory_given_as_the_model_is_named_and_not_copied(
     assert not (cache / "models").exists() or not any((cache / "models").iterdir())
 
 
+def test_fit_from_a_run_directory_names_its_model_folder(
+    gcs: str, cache: Path, capsys, tmp_path: Path
+) -> None:
+    line = error_line(
+        capsys,
+        "fit",
+        "--model.model_name_or_path", RUN,
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--trainer.default_root_dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert line == (
+        f"seqcls: error: --model.model_name_or_path: cannot load '{RUN}': no config.json in "
+        f"{RUN}; it is a run directory, whose exported model is {RUN}/model; give a model "
+        "directory with config.json, the weights and the tokenizer"
+    )
+
+
 def test_checkpoints_beside_a_model_are_not_copied(
     gcs: str, cache: Path, tiny_bert: Path, tmp_path: Path
 ) -> None:
