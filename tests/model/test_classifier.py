@@ -190,7 +190,8 @@ def test_on_xla_attention_builds_its_mask_without_reading_it_back(
     # The trap: transformers reads the mask back to the host (padding_mask.all()) each forward.
     assert host_checks, "transformers no longer checks the mask on the host; drop the workaround"
     host_checks.clear()
-    model.trainer = SimpleNamespace(accelerator=object.__new__(XLAAccelerator))  # type: ignore[assignment]
+    xla = object.__new__(XLAAccelerator)
+    model.trainer = SimpleNamespace(accelerator=xla, precision="32-true")  # type: ignore[assignment]
     model.setup("fit")
     assert model.model.config._attn_implementation == XLA_ATTENTION
     assert torch.allclose(model(batch).logits, expected, atol=1e-6)
