@@ -28,6 +28,8 @@ DEFAULT_SEED = 42
 class TextDataModule(pl.LightningDataModule):
     """Sources, tokenizer, cache, seed and loaders; subclasses turn rows into batches."""
 
+    validation_fraction: float  # of the training rows held out where no validation set is given
+
     def __init__(
         self,
         sources: SplitSources,
@@ -66,8 +68,7 @@ class TextDataModule(pl.LightningDataModule):
     def holds_out_nothing(self) -> bool:
         """No validation set, and ``--data.validation_fraction 0``: every training row
         trains, and a fit validates nothing (``run/validation_off.py``)."""
-        fraction: float = getattr(self, "validation_fraction", 0.1)
-        return fraction == 0 and not self.sources.has_validation()
+        return self.validation_fraction == 0 and not self.sources.has_validation()
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:

@@ -10,23 +10,24 @@ import logging
 
 from jsonargparse import Namespace
 
+from seqcls.data.sources import SplitSources
 from seqcls.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 NOTHING_HELD_OUT = "--data.validation_fraction 0"
 NO_VALIDATION_BATCHES = "--trainer.limit_val_batches 0"
-_FILE_SPLITS = ("train", "validation", "test", "predict")
 
 
 def holds_out_nothing(data: Namespace) -> bool:
     """Whether ``data`` (the ``--data.*`` options) names no validation set and holds no
-    training row out. Files, when any is given, else a hub dataset's splits, name the sets
-    (``data/sources.py``)."""
+    training row out, by the data module's own rule for its sets (``data/sources.py``)."""
     if data.get("validation_fraction") != 0:
         return False
-    if any(data.get(f"{split}_file") for split in _FILE_SPLITS):
-        return data.get("validation_file") is None
-    return data.get("validation_split") is None
+    options = data.as_dict()
+    sources = SplitSources.from_arguments(
+        options.pop("dataset_name", None), options.pop("dataset_config", None), **options
+    )
+    return not sources.has_validation()
 
 
 def turn_off_validation(config: Namespace, subcommand: str | None) -> None:
