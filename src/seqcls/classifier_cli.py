@@ -30,14 +30,16 @@ class SeqclsCLI(RunCLI):
     derives_training_length = True
 
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
-        """The label space the data decides, passed on to the model's head and metrics, and
-        how evaluation pools a document's windows (``--data.window_stride``)."""
+        """The label space the data decides, passed on to the model's head and metrics, how
+        evaluation pools a document's windows (``--data.window_stride``), and whether a pair's
+        texts are encoded together or each alone (``--data.pair_encoding``)."""
         for derived in [
             "label_names",
             "problem_type",
             "metrics",
             "validation_names",
             "window_pooling",
+            "pair_encoding",
         ]:
             parser.link_arguments(f"data.{derived}", f"model.{derived}", apply_on="instantiate")
 

@@ -209,3 +209,23 @@ def test_a_fit_without_validation_is_not_warned_of_an_unlogged_monitor(
         fit_tiny(tiny_bert, tmp_path / "run", "--trainer.limit_val_batches", "0")
     messages = [str(warning.message) for warning in caught]
     assert not [m for m in messages if "could not find the monitored key" in m], messages
+
+
+def test_a_load_report_of_the_pair_head_alone_is_dropped(
+    quiet: None, tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from seqcls.model.classifier import SequenceClassifier
+
+    saved = tmp_path / "model"
+    module = SequenceClassifier(str(tiny_bert), label_names=["a", "b"], pair_encoding="separate")
+    module.model.save_pretrained(saved)
+    caplog.clear()  # the base model's report of its new label layer
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        # Its pair head only: seqcls loads it next, so the report would be untrue.
+        SequenceClassifier(str(saved), label_names=["a", "b"])
+        assert not [r for r in caplog.records if "LOAD REPORT" in r.getMessage()]
+        # With anything else missing or unexpected, the report stays, pair head and all.
+        SequenceClassifier(str(saved), label_names=["a", "b", "c"])
+    (report,) = [r.getMessage() for r in caplog.records if "LOAD REPORT" in r.getMessage()]
+    assert "pair_head.features.weight" in report
+    assert "classifier.weight" in report

@@ -19,15 +19,19 @@ from seqcls.data.loaders import (
     Collate,
     Padding,
     collator,
+    default_buckets,
     resolve_drop_last,
     resolve_packing,
     resolve_pad_to_multiple_of,
     resolve_padding,
     resolve_sub_batches,
 )
+from seqcls.data.pair_batches import PairEncoding, pair_padding
 from seqcls.data.sources import Split
+from seqcls.data.sub_batches import SubBatches
 from seqcls.data.windows import DocumentWindows
 from seqcls.errors import ConfigurationError
+from seqcls.hardware import is_xla
 
 
 class ClassificationBatches(TextDataModule):
@@ -42,6 +46,7 @@ class ClassificationBatches(TextDataModule):
     sub_batches: int | None
     packing: bool | Literal["auto"]
     window_stride: int | None
+    pair_encoding: PairEncoding
 
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
@@ -93,6 +98,8 @@ class ClassificationBatches(TextDataModule):
     def _packs_densely(self) -> bool:
         """Whether batches are packed into fixed shapes (XLA, ``dense_packing``): asked for,
         and the model takes packed rows (else its batches would change shape)."""
+        if self.pair_encoding == "separate":  # each side padded on its own, never packed
+            return False
         padding = resolve_padding(self.padding, self.trainer)
         if resolve_packing(self.packing, padding=padding, trainer=self.trainer) != "dense":
             return False
@@ -108,6 +115,8 @@ class ClassificationBatches(TextDataModule):
         padding = resolve_padding(self.padding, self.trainer)
         # Evaluation batches are never grouped: their rows come in file order.
         grouped = self.group_by_length and training
+        if self.pair_encoding == "separate":
+            return self._pair_collate(padding, grouped)
         collate = collator(
             self.tokenizer,
             padding,
@@ -128,3 +137,23 @@ class ClassificationBatches(TextDataModule):
         )
         # Training rows are single windows; evaluation rows are documents of several.
         return DocumentWindows(collate) if self.window_stride and not training else collate
+
+    def _pair_collate(self, padding: Padding, grouped: bool) -> Collate:
+        """Pads each side of separately encoded pairs to its own width, in length-sorted
+        pieces where sub-batches are on; never packed (``pair_batches.py``)."""
+        if is_xla(self.trainer):  # fixed shapes there are built for one input per row
+            raise ConfigurationError(
+                "--data.pair_encoding separate runs on CPU and GPU; on XLA use "
+                "--data.pair_encoding joint"
+            )
+        pad = pair_padding(
+            self.tokenizer,
+            padding,
+            max_length=self.max_length,
+            pad_to_multiple_of=resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer),
+            buckets=self.length_buckets or default_buckets(self.max_length),
+        )
+        pieces = resolve_sub_batches(
+            self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
+        )
+        return SubBatches(pad, pieces) if pieces > 1 else pad

@@ -7,7 +7,12 @@ import datasets
 
 from seqcls.data.batches import ClassificationBatches
 from seqcls.data.columns import LABELS
-from seqcls.data.encoding import EncodingSpec, load_encoded, model_label_space
+from seqcls.data.encoding import (
+    EncodingSpec,
+    load_encoded,
+    model_label_space,
+    model_pair_encoding,
+)
 from seqcls.data.glue import GLUE_DATASETS, check_glue_labels, glue_task
 from seqcls.data.inspection import (
     report_label_ids,
@@ -19,6 +24,7 @@ from seqcls.data.inspection import (
 from seqcls.data.labels import LabelSpace, ProblemType, given_label_space, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
+from seqcls.data.pair_batches import PairEncoding, check_pair_encoding
 from seqcls.data.selection import Subset, check_rows_left, hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources, read_label_space
 from seqcls.data.windows import WindowPooling, check_windows, flatten_windows, overlap
@@ -46,6 +52,7 @@ class TextClassificationDataModule(ClassificationBatches):
         predict_split: str = "test",
         text_column: str = "text",
         text_pair_column: str | None = None,
+        pair_encoding: PairEncoding | None = None,
         label_column: str = "label",
         label_separator: str | None = None,
         label_names: list[str] | None = None,
@@ -92,6 +99,12 @@ class TextClassificationDataModule(ClassificationBatches):
             predict_split: The hub split ``seqcls predict`` labels.
             text_column: Column holding the text.
             text_pair_column: Column holding the second text of a pair; unset for single texts.
+            pair_encoding: How a text pair is encoded. ``joint``: both texts in one input
+                (``[CLS] a [SEP] b [SEP]``), as a cross-encoder reads them. ``separate``:
+                each text on its own, as sentence encoders were trained; the model compares
+                the two encodings (docs/data.md). Unset: what the model named by
+                ``--model.model_name_or_path`` was fine-tuned with (its config.json's
+                ``seqcls_pair_encoding``), else ``joint``.
             label_column: Column holding the label: a name, an integer, a float (regression)
                 or a list of labels (multi-label).
             label_separator: Multi-label rows in text files: split each label cell on this
@@ -202,6 +215,18 @@ class TextClassificationDataModule(ClassificationBatches):
         self.validation_fraction = validation_fraction
         self.padding, self.drop_last = padding, drop_last
         self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
+        # Linked to the model, which encodes the two texts of a pair apart when separate.
+        # Read for single texts too: a model that reads pairs separately cannot read one text.
+        self.pair_encoding: PairEncoding = pair_encoding or model_pair_encoding(
+            tokenizer_name_or_path
+        )
+        check_pair_encoding(
+            self.pair_encoding,
+            given=pair_encoding is not None,
+            text_pair_column=text_pair_column,
+            window_stride=window_stride,
+            packing=packing,
+        )
         check_buckets(length_buckets, max_length)
         check_windows(
             window_stride, window_pooling, max_length=max_length, text_pair_column=text_pair_column
@@ -263,11 +288,16 @@ class TextClassificationDataModule(ClassificationBatches):
         return f"{self.validation_names[0]}/{first}", direction(first)
 
     def derived_config(self) -> dict[str, Any]:
-        return {
+        derived: dict[str, Any] = {
             "label_names": self.label_names,
             "problem_type": self.problem_type,
             "metrics": self.metrics,
         }
+        if self.text_pair_column is not None:
+            # Unset, it came from the model; a later command may name another (the base model
+            # beside --ckpt_path), which would read the pairs jointly.
+            derived["pair_encoding"] = self.pair_encoding
+        return derived
 
     # Lightning hooks.
 
@@ -324,6 +354,7 @@ class TextClassificationDataModule(ClassificationBatches):
                 max_length=self.max_length,
                 model_limit=self.tokenizer.model_max_length,
                 pairs=self.text_pair_column is not None,
+                separate=self.pair_encoding == "separate",
             )
 
     def train_label_counts(self) -> list[int]:
@@ -333,6 +364,14 @@ class TextClassificationDataModule(ClassificationBatches):
         subsets removed."""
         (train,) = self.splits["train"]
         return label_counts(train[LABELS], len(self.label_names))
+
+    def regression_label_range(self) -> tuple[float, float]:
+        """Regression: the lowest and the highest training label.
+
+        Known after ``setup("fit")``, as ``train_label_counts``."""
+        (train,) = self.splits["train"]
+        labels = train[LABELS]
+        return float(min(labels)), float(max(labels))
 
     def _subset(self, split: Split) -> Subset | None:
         """The training rows to tokenize, when fewer than all: the rest are never tokenized.
@@ -358,6 +397,7 @@ class TextClassificationDataModule(ClassificationBatches):
             max_length=self.max_length,
             subset=subset,
             window_stride=self.window_stride,
+            pair_encoding=self.pair_encoding,
         )
         if self.window_stride is not None:
             overlap(self.window_stride, self.max_length, self.tokenizer)  # fails before reading

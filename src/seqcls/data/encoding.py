@@ -25,6 +25,7 @@ from seqcls.data.labels import (
     label_space_of_model,
     split_labels,
 )
+from seqcls.data.pair_batches import MODEL_CONFIG_KEY, PairEncoding, separate_features
 from seqcls.data.selection import Subset
 from seqcls.data.sources import Source
 from seqcls.data.tables import column_values, require_columns
@@ -53,6 +54,8 @@ class EncodingSpec:
     subset: Subset | None = None
     # Tokens between window starts (--data.window_stride): each row holds all its windows.
     window_stride: int | None = None
+    # separate: each text of a pair tokenized on its own (--data.pair_encoding).
+    pair_encoding: PairEncoding = "joint"
 
 
 def load_tokenizer(name_or_path: str | None) -> PreTrainedTokenizerBase:
@@ -77,6 +80,20 @@ def model_label_space(name_or_path: str | None) -> LabelSpace:
             f"{_what_it_is(name_or_path)})"
         )
     return space
+
+
+def model_pair_encoding(name_or_path: str | None) -> PairEncoding:
+    """How the model that ``--model.model_name_or_path`` names read text pairs when it was
+    fine-tuned: its config.json's ``seqcls_pair_encoding``; joint where it has none (a hub id,
+    a model seqcls did not fine-tune)."""
+    text = _model_config(name_or_path) if name_or_path else None
+    value = json.loads(text).get(MODEL_CONFIG_KEY, "joint") if text else "joint"
+    if value not in ("joint", "separate"):
+        raise ConfigurationError(
+            f"--model.model_name_or_path {name_or_path}: its config.json's {MODEL_CONFIG_KEY} "
+            f"is {value!r}, not joint or separate; give --data.pair_encoding"
+        )
+    return "separate" if value == "separate" else "joint"
 
 
 def _model_config(name_or_path: str) -> str | None:
@@ -255,6 +272,10 @@ def encode_table(
                 ),
                 len(texts),
             )
+        elif pairs is not None and spec.pair_encoding == "separate":
+            first = tokenizer(texts, truncation=True, max_length=spec.max_length)
+            second = tokenizer(pairs, truncation=True, max_length=spec.max_length)
+            features = separate_features(first, second)
         else:
             # longest_first trims the longer text of a pair first, as run_glue does.
             features = dict(

@@ -17,7 +17,7 @@ import datasets
 from pytorch_lightning.utilities import rank_zero_info, rank_zero_only
 from transformers import PreTrainedTokenizerBase
 
-from seqcls.data.columns import LABELS
+from seqcls.data.columns import LABELS, PAIR_INPUT_IDS
 from seqcls.data.label_checks import SHOWN
 from seqcls.data.labels import LabelSpace, reads_label_ids, split_labels
 from seqcls.data.length_grouping import token_lengths
@@ -39,12 +39,23 @@ _IDS_REPORTED: set[tuple[Source, str, str | None, LabelSpace]] = set()
 
 
 def rows_filling(encoded: datasets.Dataset, max_length: int) -> int:
-    """The rows of ``encoded`` whose tokens fill ``max_length``."""
-    return sum(length >= max_length for length in token_lengths(encoded))
+    """The rows of ``encoded`` whose tokens fill ``max_length`` (either text's, for pairs
+    encoded separately)."""
+    lengths = token_lengths(encoded)
+    if PAIR_INPUT_IDS in encoded.column_names:
+        seconds = [len(ids) for ids in encoded[PAIR_INPUT_IDS]]
+        lengths = [max(pair) for pair in zip(lengths, seconds, strict=True)]
+    return sum(length >= max_length for length in lengths)
 
 
 def truncation_note(
-    flag: str, cut: int, rows: int, max_length: int, model_limit: int | None, pairs: bool
+    flag: str,
+    cut: int,
+    rows: int,
+    max_length: int,
+    model_limit: int | None,
+    pairs: bool,
+    separate: bool = False,
 ) -> str:
     """One line: how many of ``rows`` were cut to ``max_length``, and how to keep them whole."""
     ways = []
@@ -54,6 +65,8 @@ def truncation_note(
         ways.append("--data.window_stride, which reads a long text as overlapping windows")
     keep = f"; to keep them whole: {' or '.join(ways)}" if ways else ""
     cut_where = "the longer text of each pair first" if pairs else "at the end"
+    if separate:
+        cut_where = "each text of a pair on its own, at its end"
     return (
         f"{flag}: {cut:,} of {rows:,} rows ({cut / rows:.1%}) reach --data.max_length "
         f"{max_length} tokens: cut to fit ({cut_where}), unless exactly that long{keep}"
@@ -65,7 +78,10 @@ def show_examples(
 ) -> None:
     """The first training rows, decoded from their tokens (so after truncation), with labels."""
     for row in train.select(range(min(SHOWN_EXAMPLES, len(train)))):
-        text = tokenizer.decode(row["input_ids"])
+        texts = [str(tokenizer.decode(row["input_ids"]))]
+        if PAIR_INPUT_IDS in row:  # each text of the pair encoded on its own
+            texts.append(str(tokenizer.decode(row[PAIR_INPUT_IDS])))
+        text = " + ".join(texts)
         rank_zero_info(f"Training example {row['index']} [{labels.describe(row[LABELS])}]: {text}")
 
 
@@ -76,6 +92,7 @@ def report_truncation(
     max_length: int,
     model_limit: int | None,
     pairs: bool,
+    separate: bool = False,
 ) -> None:
     """For each split's sources and their encoded rows, log how many rows were cut: a warning
     from ``WARN_SHARE`` of them, else information, and nothing where none was. A held-out
@@ -85,16 +102,30 @@ def report_truncation(
             cut = rows_filling(rows, max_length)
             if cut:
                 level = logging.WARNING if cut >= WARN_SHARE * len(rows) else logging.INFO
-                note = truncation_note(source.flag, cut, len(rows), max_length, model_limit, pairs)
+                note = truncation_note(
+                    source.flag, cut, len(rows), max_length, model_limit, pairs, separate
+                )
                 log.log(level, note)
 
 
 def token_keys(rows: datasets.Dataset) -> list[bytes]:
     """Each row's token ids as bytes: equal for rows the model reads alike (a pair's
-    separator included), read from Arrow without decoding the rows."""
+    separator included, or both texts of a pair encoded separately), read from Arrow without
+    decoding the rows."""
     if len(rows) == 0:
         return []
-    ids = rows.with_format("arrow")[:]["input_ids"].combine_chunks()
+    keys = _id_bytes(rows, "input_ids")
+    if PAIR_INPUT_IDS not in rows.column_names:
+        return keys
+    # The first text's length first, so that no other split of the same ids matches.
+    return [
+        len(first).to_bytes(4, "little") + first + second
+        for first, second in zip(keys, _id_bytes(rows, PAIR_INPUT_IDS), strict=True)
+    ]
+
+
+def _id_bytes(rows: datasets.Dataset, column: str) -> list[bytes]:
+    ids = rows.with_format("arrow")[:][column].combine_chunks()
     # A sliced list array's offsets still index its whole, unsliced values.
     width = ids.values.type.byte_width
     data = ids.values.to_numpy().tobytes()

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from seqcls.data.columns import PAIR_INPUT_IDS
+
 Batch = dict[str, torch.Tensor]
 BatchOrPieces = Batch | list[Batch]
 
@@ -54,7 +56,11 @@ class SubBatches:
         self.collate, self.max_pieces = collate, max_pieces
 
     def __call__(self, features: list[dict[str, Any]]) -> list[Batch]:
-        lengths = [len(feature["input_ids"]) for feature in features]
+        # A pair encoded separately is as long as its longer text (``pair_batches.py``).
+        lengths = [
+            max(len(feature["input_ids"]), len(feature.get(PAIR_INPUT_IDS, ())))
+            for feature in features
+        ]
         pieces = split_by_length(lengths, self.max_pieces)
         return [self.collate([features[row] for row in piece]) for piece in pieces]
 

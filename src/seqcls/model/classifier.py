@@ -25,6 +25,7 @@ from seqcls.model.mean_pooling import Pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
+from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
 from seqcls.model.scored_rows import ScoredRows, score_rows
 from seqcls.model.xla_attention import use_device_side_attention_mask
 from seqcls.xla_options import check_xla_model
@@ -57,6 +58,7 @@ class SequenceClassifier(pl.LightningModule):
         pooling: Pooling | None = None,
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
+        pair_encoding: PairEncoding | None = None,
     ) -> None:
         """A pretrained encoder with a fresh classification or regression head.
 
@@ -126,6 +128,9 @@ class SequenceClassifier(pl.LightningModule):
                 mean pooling, whose head reads every token.
             window_pooling: Filled in from the data (``--data.window_stride``): evaluation
                 and prediction pool each document's window logits this way. None: no windows.
+            pair_encoding: Filled in from the data (``--data.pair_encoding``): ``separate``
+                encodes each text of a pair alone and compares the two (``pair_encoding.py``).
+                None: what the model was fine-tuned with, else joint.
         """
         super().__init__()
         if not label_names:
@@ -160,11 +165,18 @@ class SequenceClassifier(pl.LightningModule):
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
         self.label_layer_source = plan.source
         reinitialise_top_layers(self.model, reinit_layers)
-        self.hparams["pooling"] = set_up_head_input(
-            self.model, model_name_or_path, pooling, last_layer_first_token_only
-        )
+        self.pairs = set_up_pair_encoding(self.model, model_name_or_path, pair_encoding, pooling)
+        if self.pairs is not None:
+            self.hparams["pooling"] = self.pairs.pooling
+            self.label_layer_source = self.pairs.head_source
+        else:
+            self.hparams["pooling"] = set_up_head_input(
+                self.model, model_name_or_path, pooling, last_layer_first_token_only
+            )
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
+        if self.pairs is not None:
+            self.packed_forward.route = None  # the data module packs no pairs
         names = metric_names(metrics, problem_type)
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
@@ -180,6 +192,8 @@ class SequenceClassifier(pl.LightningModule):
         if stage == "fit" and self.class_weights == "auto":
             counts = self.trainer.datamodule.train_label_counts()  # type: ignore[attr-defined]
             self.class_weight = balanced_weights(counts)
+        if stage == "fit" and self.pairs is not None:
+            self.pairs.start(self.trainer.datamodule)  # type: ignore[attr-defined]
         if is_xla(self.trainer):
             rates = [self.hparams["learning_rate"], self.hparams.get("head_learning_rate")]
             check_xla_model(
@@ -229,6 +243,8 @@ class SequenceClassifier(pl.LightningModule):
         return self.packed_forward.segments
 
     def forward(self, batch: Batch) -> Any:
+        if self.pairs is not None:
+            return forward_pairs(self.model, batch, mean=self.pairs.pooling == "mean")
         if is_packed(batch):
             return self.packed_forward(batch)
         inputs = {key: value for key, value in batch.items() if key != INDEX}

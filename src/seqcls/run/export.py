@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
 from seqcls.model.calibration import Calibration, save_into
+from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
 from seqcls.run.checkpoints import best_checkpoint
 from seqcls.run.zero_checkpoints import gather_weights, is_zero_checkpoint
 
@@ -59,6 +60,8 @@ def export_model(
         # FSDP or DeepSpeed that module holds flattened or partitioned parameters, and the
         # checkpoint holds all the weights anyway.
         model = type(model)(model.config)
+        if separate_in_config(model.config):
+            attach_pair_head(model)  # not a part transformers builds (model/pair_encoding.py)
         load_hf_weights(checkpoint_path, into=model)
     elif calibration is not None:
         model = copy.deepcopy(model)  # the temperature is folded into the copy's head only

@@ -35,7 +35,14 @@ RECIPE_KEYS = [
     ("gradient accumulation", "trainer", "accumulate_grad_batches"),
     ("precision", "trainer", "precision"),
     ("pooling (what the head reads)", "model", "pooling"),
+    ("pair encoding", "model", "pair_encoding"),  # for pairs only
 ]
+# seqcls reads such a model's pairs as it was trained; transformers' pipeline cannot.
+SEPARATE_PAIRS_NOTE = (
+    " Each text of a pair is encoded on its own and the two encodings compared by the head "
+    "`pair_head` (`seqcls_pair_encoding: separate` in `config.json`): score pairs with "
+    "`seqcls predict`, as transformers' `pipeline` reads a pair as one input."
+)
 DATA_FILE_KEYS = ["train_file", "validation_file", "test_file"]
 
 
@@ -101,10 +108,11 @@ class ModelCard:
             if self.base_model_origin
             else ""
         )
+        pairs = SEPARATE_PAIRS_NOTE if self.recipe.get("pair encoding") == "separate" else ""
         return (
             f"`{self.base_model}` trained{task} on {data or 'the data in the config below'} "
             f"with `{self.command}` (seqcls: Hugging Face models trained with PyTorch Lightning)."
-            f"{origin}"
+            f"{origin}{pairs}"
         )
 
     def _labels(self) -> str:
@@ -198,6 +206,8 @@ def model_card(
         if section == "model" and hparams.get(key) is not None:
             # What trained, where the model resolved it: an unset learning rate, auto pooling.
             value = hparams[key]
+        if key == "pair_encoding" and not config.data.get("text_pair_column"):
+            continue
         if value is not None and not (key == "max_steps" and value == -1):  # -1: no bound
             recipe[name] = value
     recipe["seed"] = config.get("seed_everything")

@@ -60,6 +60,9 @@ _DATASETS_READ_FAILED = ("Failed to read file",)
 # checkpoint's weights then replace every one of them, the report is untrue.
 _TRANSFORMERS_LOADING = "transformers.modeling_utils"
 _LOAD_REPORT = " LOAD REPORT"
+# The same report lists a model's pair head as unexpected (transformers' classes have no place
+# for it); seqcls loads it next (model/pair_encoding.py). A report of nothing else is dropped.
+_PAIR_HEAD = "pair_head."
 
 
 class _DropLines(logging.Filter):
@@ -71,6 +74,17 @@ class _DropLines(logging.Filter):
         message = str(record.msg)
         inside = self.within is not None and self.within in message
         return not (message.startswith(self.starts) or inside)
+
+
+class _DropPairHeadReport(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if _LOAD_REPORT not in message:
+            return True
+        # The table's rows: "key | status | note", after its header and rule.
+        rows = [line for line in message.splitlines() if "|" in line and not line.startswith("-")]
+        keys = [row.split("|")[0].strip() for row in rows[1:]]
+        return not keys or not all(key.startswith(_PAIR_HEAD) for key in keys)
 
 
 @contextmanager
@@ -92,6 +106,9 @@ def quiet_libraries() -> None:
 
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
+    loading = logging.getLogger(_TRANSFORMERS_LOADING)
+    if not any(isinstance(known, _DropPairHeadReport) for known in loading.filters):
+        loading.addFilter(_DropPairHeadReport())
     rank_zero = logging.getLogger(_LIGHTNING_RANK_ZERO)
     if not any(isinstance(known, _DropLines) for known in rank_zero.filters):
         rank_zero.addFilter(_DropLines())
