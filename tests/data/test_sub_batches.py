@@ -168,6 +168,14 @@ def test_throughput_counts_the_rows_and_tokens_of_every_piece() -> None:
     assert (throughput.samples, throughput.tokens) == (5 + 3, 15 + 18 + 15)
 
 
+def test_throughput_counts_both_texts_of_pairs_encoded_separately() -> None:
+    throughput = Throughput()
+    trainer = SimpleNamespace(log_every_n_steps=100, world_size=1, loggers=[])
+    pairs = {"input_ids": torch.ones(3, 5), "pair_input_ids": torch.ones(3, 8)}
+    throughput.on_train_batch_end(trainer, None, None, pairs, 0)  # type: ignore[arg-type]
+    assert (throughput.samples, throughput.tokens) == (3, 15 + 24)
+
+
 def test_throughput_counts_a_packed_batch_by_its_examples() -> None:
     throughput = Throughput()
     trainer = SimpleNamespace(log_every_n_steps=100, world_size=1, loggers=[])

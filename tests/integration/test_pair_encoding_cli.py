@@ -72,13 +72,20 @@ def scaled_cosines(model_dir: Path, first: list[str], second: list[str]) -> torc
     return weights["pair_head.scale"] * cosine + weights["pair_head.shift"]
 
 
-def test_the_export_says_it_reads_pairs_separately(fitted: Path) -> None:
+def test_the_export_says_it_reads_pairs_separately(fitted: Path, pairs: Path) -> None:
     config = json.loads((fitted / "model" / "config.json").read_text())
     assert config["seqcls_pair_encoding"] == "separate"
     assert config["seqcls_pooling"] == "mean"  # unset: the checkpoint's own
     assert "pair_head.scale" in load_file(fitted / "model" / "model.safetensors")
     metrics = json.loads((fitted / "metrics.json").read_text())
     assert {"pearson", "spearman"} <= set(metrics["validation"])
+    # The report shows both texts of each pair.
+    rows = [json.loads(line) for line in (pairs / "dev.jsonl").read_text().splitlines()]
+    with (fitted / "report" / "validation" / "worst_residuals.csv").open() as stream:
+        worst = list(csv.DictReader(stream))
+    for row in worst:
+        pair = rows[int(row["index"])]
+        assert row["text"] == f"{pair['text']} [SEP] {pair['pair']}"
     card = (fitted / "model" / "README.md").read_text()
     assert "| pair encoding | separate |" in card
     assert "seqcls predict" in card

@@ -9,6 +9,7 @@ from torch.nn import functional as F
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.data.columns import LABELS, PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
+from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.pair_encoding import (
     HEAD,
@@ -155,3 +156,13 @@ def test_joint_pairs_get_no_pair_head(tiny_bert: Path, requested: str | None) ->
     model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
     assert set_up_pair_encoding(model, str(tiny_bert), requested, None) is None  # type: ignore[arg-type]
     assert not hasattr(model, HEAD)
+
+
+def test_the_first_token_cut_is_refused_for_pairs_encoded_separately(tiny_bert: Path) -> None:
+    with pytest.raises(ConfigurationError, match=r"^--model.last_layer_first_token_only true: "):
+        SequenceClassifier(
+            str(tiny_bert),
+            label_names=["a", "b"],
+            pair_encoding="separate",
+            last_layer_first_token_only=True,
+        )

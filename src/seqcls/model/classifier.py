@@ -165,7 +165,9 @@ class SequenceClassifier(pl.LightningModule):
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
         self.label_layer_source = plan.source
         reinitialise_top_layers(self.model, reinit_layers)
-        self.pairs = set_up_pair_encoding(self.model, model_name_or_path, pair_encoding, pooling)
+        self.pairs = set_up_pair_encoding(
+            self.model, model_name_or_path, pair_encoding, pooling, last_layer_first_token_only
+        )
         if self.pairs is not None:
             self.hparams["pooling"] = self.pairs.pooling
             self.label_layer_source = self.pairs.head_source
@@ -205,7 +207,9 @@ class SequenceClassifier(pl.LightningModule):
         elif self.hparams["compile"] and stage == "fit":
             # In place, so state_dict keys (checkpoints, export) stay those of the model.
             # Dynamic: every batch length would otherwise compile a graph of its own.
-            self.model.compile(dynamic=True)
+            # Pairs encoded separately run the base model alone (model/pair_encoding.py).
+            compiled = self.model.base_model if self.pairs is not None else self.model
+            compiled.compile(dynamic=True)
             # The compiled graph would not see which tokens a packed batch's head reads.
             self.packed_forward.route = None
         # numpy's generator would break a compiled graph: compiled, torch's dropout stays.

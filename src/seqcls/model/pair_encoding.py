@@ -35,6 +35,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from seqcls.data.columns import LABELS, PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
 from seqcls.data.pair_batches import MODEL_CONFIG_KEY as CONFIG_KEY
 from seqcls.data.pair_batches import PairEncoding
+from seqcls.errors import ConfigurationError
 from seqcls.model.checkpoint_tensors import checkpoint_tensors
 from seqcls.model.mean_pooling import CONFIG_KEY as POOLING_KEY
 from seqcls.model.mean_pooling import Pooling, resolve_pooling
@@ -95,6 +96,7 @@ def set_up_pair_encoding(
     name_or_path: str,
     requested: PairEncoding | None,
     pooling: Pooling | None,
+    first_token_only: bool | None = None,
 ) -> PairSetup | None:
     """Give ``model`` a pair head where pairs are encoded separately: asked for, or unset and
     the checkpoint fine-tuned so. The head is the checkpoint's where it saved one of this
@@ -104,6 +106,11 @@ def set_up_pair_encoding(
         if hasattr(model.config, CONFIG_KEY):
             delattr(model.config, CONFIG_KEY)  # fine-tuned separately before, jointly now
         return None
+    if first_token_only:
+        raise ConfigurationError(
+            "--model.last_layer_first_token_only true: pairs encoded separately "
+            "(--data.pair_encoding separate) run the whole base model for each text; unset it"
+        )
     kept_labels = separate_in_config(model.config) and _kept_labels(model, name_or_path)
     head = attach_pair_head(model)
     kept = kept_labels and load_pair_head(model, name_or_path)

@@ -13,7 +13,7 @@ from typing import Any
 import pytorch_lightning as pl
 from transformers import PreTrainedTokenizerBase
 
-from seqcls.data.columns import INDEX
+from seqcls.data.columns import INDEX, PAIR_INPUT_IDS
 from seqcls.data.windows import overlap
 from seqcls.run.report_files import Texts
 
@@ -33,6 +33,16 @@ def split_texts(trainer: pl.Trainer, split: str, position: int) -> Texts:
     pairs = getattr(datamodule, "text_pair_column", None) is not None
 
     def texts(indices: Any) -> list[str]:
+        if PAIR_INPUT_IDS in rows.column_names:  # each text of the pair encoded on its own
+            sides = [
+                (rows[where[int(i)]]["input_ids"], rows[where[int(i)]][PAIR_INPUT_IDS])
+                for i in indices
+            ]
+            return [
+                f"{tokenizer.decode(first, skip_special_tokens=True)} {tokenizer.sep_token} "
+                f"{tokenizer.decode(second, skip_special_tokens=True)}"
+                for first, second in sides
+            ]
         ids = [rows[where[int(i)]]["input_ids"] for i in indices]
         if shared is not None:
             ids = [document_tokens(windows, shared, frame) for windows in ids]

@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 
+from seqcls.data.columns import PAIR_INPUT_IDS
 from seqcls.data.packing import examples_in
 from seqcls.data.sub_batches import pieces_of
 
@@ -61,7 +62,10 @@ class Throughput(pl.Callback):
         if not counted or len(counted) < len(pieces):
             return
         self.samples += sum(examples_in(piece) for piece in counted)
-        self.tokens += sum(piece["input_ids"].numel() for piece in counted)
+        # Pairs encoded separately hold their second texts apart (data/pair_batches.py).
+        self.tokens += sum(
+            piece["input_ids"].numel() + _numel(piece.get(PAIR_INPUT_IDS)) for piece in counted
+        )
         self.batches += 1
         # Set on the Trainer by Lightning from --trainer.log_every_n_steps (undeclared).
         if self.batches < int(getattr(trainer, "log_every_n_steps", 50)):
@@ -99,3 +103,7 @@ class Throughput(pl.Callback):
                 average["samples_per_s"],
                 average["tokens_per_s"],
             )
+
+
+def _numel(tensor: Any) -> int:
+    return tensor.numel() if isinstance(tensor, torch.Tensor) else 0
