@@ -39,6 +39,7 @@ __all__ = [
     "BERT_SPECIAL_TOKENS",
     "DEFAULT_CORPUS",
     "ROBERTA_SPECIAL_TOKENS",
+    "as_sentence_encoder",
     "build_tiny_bert",
     "build_tiny_roberta",
 ]
@@ -293,3 +294,17 @@ def build_tiny_roberta(
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def as_sentence_encoder(model_dir: Path, target: Path) -> Path:
+    """``model_dir`` dressed as a sentence-transformers checkpoint that pools by mean (as
+    all-MiniLM-L6-v2 is): its files linked into ``target``, with the pooling module's files."""
+    for path in model_dir.iterdir():
+        (target / path.name).symlink_to(path)
+    (target / "modules.json").write_text(
+        '[{"idx": 1, "name": "1", "path": "1_Pooling", '
+        '"type": "sentence_transformers.models.Pooling"}]'
+    )
+    (target / "1_Pooling").mkdir()
+    (target / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    return target

@@ -36,6 +36,23 @@ def seqcls_in_two_processes(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
+def validate_and_predict_both_ways(
+    args: list[str], predict_file: str, work: Path, name: str
+) -> None:
+    """``validate`` and ``predict`` (of ``predict_file``) with ``args``, under DDP and in one
+    process; each writes to ``work/NAME-COMMAND-ddp`` or ``work/NAME-COMMAND-one``."""
+    for command, extra in [("validate", []), ("predict", ["--data.predict_file", predict_file])]:
+        seqcls_in_two_processes(
+            command, *args, *extra,
+            "--trainer.default_root_dir", str(work / f"{name}-{command}-ddp"),
+            cwd=work,
+        )  # fmt: skip
+        main([
+            command, *args, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
+            *QUIET, "--trainer.default_root_dir", str(work / f"{name}-{command}-one"),
+        ])  # fmt: skip
+
+
 def validation_metrics(run_dir: Path) -> dict[str, float]:
     metrics: dict[str, float] = json.loads((run_dir / "metrics.json").read_text())["validation"]
     return metrics
@@ -154,16 +171,7 @@ def test_ddp_windows_score_each_document_once_in_input_order(ddp_run: Path) -> N
         # model rows, and each rank packs other documents together than one process does.
     ]  # fmt: skip
     predict_file = first_rows(SAMPLE / "predict.csv", ddp_run / "long.csv", 39)
-    for command, extra in [("validate", []), ("predict", ["--data.predict_file", predict_file])]:
-        seqcls_in_two_processes(
-            command, *windows, *extra,
-            "--trainer.default_root_dir", str(ddp_run / f"windows-{command}-ddp"),
-            cwd=ddp_run,
-        )  # fmt: skip
-        main([
-            command, *windows, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
-            *QUIET, "--trainer.default_root_dir", str(ddp_run / f"windows-{command}-one"),
-        ])  # fmt: skip
+    validate_and_predict_both_ways(windows, predict_file, ddp_run, "windows")
     one = validation_metrics(ddp_run / "windows-validate-one")
     assert validation_metrics(ddp_run / "windows-validate-ddp") == pytest.approx(one, abs=1e-6)
     # Most inputs are longer than one window of 14 text tokens.

@@ -9,7 +9,7 @@ from test_ddp import (
     SAMPLE,
     first_rows,
     read_rows,
-    seqcls_in_two_processes,
+    validate_and_predict_both_ways,
     validation_metrics,
 )
 
@@ -39,32 +39,17 @@ def fitted(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
 
 def test_pairs_under_ddp_score_as_one_process(fitted: Path) -> None:
     run = fitted / "run"
-    common = [
-        "--config",
-        str(run / "config.yaml"),
-        "--ckpt_path",
-        str(run / "checkpoints/last.ckpt"),
-    ]
+    args = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
     predict_file = first_rows(SAMPLE / "predict.csv", fitted / "new.csv", 39)
-    for command, extra in [
-        ("validate", []),
-        ("predict", ["--data.predict_file", predict_file, "--data.eval_batch_size", "4"]),
-    ]:
-        seqcls_in_two_processes(
-            command, *common, *extra,
-            "--trainer.default_root_dir", str(fitted / f"{command}-ddp"),
-            cwd=fitted,
-        )  # fmt: skip
-        main([
-            command, *common, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
-            *QUIET, "--trainer.default_root_dir", str(fitted / f"{command}-one"),
-        ])  # fmt: skip
-    one = validation_metrics(fitted / "validate-one")
-    assert validation_metrics(fitted / "validate-ddp") == pytest.approx(one, abs=1e-6)
-    per_class = read_rows(fitted / "validate-ddp" / "report" / "validation" / "per_class.csv")
+    validate_and_predict_both_ways(
+        [*args, "--data.eval_batch_size", "4"], predict_file, fitted, "pairs"
+    )
+    one = validation_metrics(fitted / "pairs-validate-one")
+    assert validation_metrics(fitted / "pairs-validate-ddp") == pytest.approx(one, abs=1e-6)
+    per_class = read_rows(fitted / "pairs-validate-ddp" / "report" / "validation" / "per_class.csv")
     assert int(per_class[-1]["support"]) == 99  # each row once
-    two = read_rows(fitted / "predict-ddp" / "predictions.csv")
-    alone = read_rows(fitted / "predict-one" / "predictions.csv")
+    two = read_rows(fitted / "pairs-predict-ddp" / "predictions.csv")
+    alone = read_rows(fitted / "pairs-predict-one" / "predictions.csv")
     assert [row["index"] for row in two] == [str(i) for i in range(39)]
     assert [row["label"] for row in two] == [row["label"] for row in alone]
     assert [float(row["score"]) for row in two] == pytest.approx(

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_cli_end_to_end import LABELS, SAMPLE, best_checkpoint, fit_args, predict, read_rows
+from tiny_models import as_sentence_encoder
 from transformers import AutoTokenizer, pipeline
 
 from seqcls.cli import main
@@ -16,15 +17,7 @@ from seqcls.model.mean_pooling import pools_by_mean
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
     # The tiny BERT dressed as a sentence-transformers checkpoint that pools by mean.
-    encoder = tmp_path_factory.mktemp("encoder")
-    for path in tiny_bert.iterdir():
-        (encoder / path.name).symlink_to(path)
-    (encoder / "modules.json").write_text(
-        '[{"idx": 1, "name": "1", "path": "1_Pooling", '
-        '"type": "sentence_transformers.models.Pooling"}]'
-    )
-    (encoder / "1_Pooling").mkdir()
-    (encoder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    encoder = as_sentence_encoder(tiny_bert, tmp_path_factory.mktemp("encoder"))
     run_dir = tmp_path_factory.mktemp("run")
     main(fit_args(run_dir, encoder, run_dir.parent / "cache", "--model.pooling", "auto"))
     return run_dir

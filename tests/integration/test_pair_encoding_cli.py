@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_problem_types import run, texts, write_jsonl
+from tiny_models import as_sentence_encoder
 from torch.nn import functional as F
 from transformers import AutoModel, AutoTokenizer
 
@@ -32,15 +33,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fitted(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path, pairs: Path) -> Path:
     # The tiny BERT dressed as a sentence-transformers checkpoint that pools by mean, as the
     # sentence encoders this is for are.
-    encoder = tmp_path_factory.mktemp("encoder")
-    for path in tiny_bert.iterdir():
-        (encoder / path.name).symlink_to(path)
-    (encoder / "modules.json").write_text(
-        '[{"idx": 1, "name": "1", "path": "1_Pooling", '
-        '"type": "sentence_transformers.models.Pooling"}]'
-    )
-    (encoder / "1_Pooling").mkdir()
-    (encoder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    encoder = as_sentence_encoder(tiny_bert, tmp_path_factory.mktemp("encoder"))
     tmp = tmp_path_factory.mktemp("fit")
     return run(
         tmp, encoder, "fit",
