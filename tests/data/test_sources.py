@@ -20,9 +20,9 @@ def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     real = sources.read_table
 
-    def read_table(path: str, *, flag: str):  # type: ignore[no-untyped-def]
+    def read_table(path: str, *, flag: str, cache_dir: Path | None):  # type: ignore[no-untyped-def]
         reads.append(path)
-        return real(path, flag=flag)
+        return real(path, flag=flag, cache_dir=cache_dir)
 
     monkeypatch.setattr(sources, "read_table", read_table)
     sources._read_file.cache_clear()

@@ -130,6 +130,14 @@ def test_reading_one_object_twice_does_not_hang(gcs: Gcs, local_copies: Path) ->
     assert local_copies.is_dir()
 
 
+def test_a_cache_folder_given_holds_the_copy(gcs: Gcs, tmp_path: Path, local_copies: Path) -> None:
+    url = gcs.put("given/rows.csv", CSV)
+    table = within(60, lambda: read_table(url, flag="--data.x", cache_dir=tmp_path / "given"))
+    assert table["text"] == ['He said "hi"', "plain"]
+    assert [path.name for path in (tmp_path / "given" / "data").rglob("*.csv")] == ["rows.csv"]
+    assert not local_copies.exists()
+
+
 def test_a_latin1_object_is_reported_by_its_url(gcs: Gcs) -> None:
     url = gcs.put("latin1/rows.csv", b"text,label\ncaf\xe9,a\n")
     with pytest.raises(ConfigurationError, match=rf"--data.x: {url} is not UTF-8"):

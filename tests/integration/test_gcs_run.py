@@ -88,17 +88,30 @@ def model_url(gcs: fsspec.AbstractFileSystem, tiny_bert: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def resumed(gcs: fsspec.AbstractFileSystem, model_url: str) -> dict[str, str]:
-    """One epoch, then a second command that resumes from ``last`` for one more."""
+def resumed(
+    gcs: fsspec.AbstractFileSystem, model_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """One epoch, then a second command that resumes from ``last`` for one more, with its
+    own data cache folder."""
     first = seqcls(
         *fit_args(model_url, "--trainer.max_steps", str(STEPS_PER_EPOCH)),
         "--trainer.default_root_dir", RUN,
     )  # fmt: skip
+    data_cache = tmp_path_factory.mktemp("data-cache")
     second = seqcls(
         *fit_args(model_url, "--trainer.max_steps", str(2 * STEPS_PER_EPOCH)),
         "--trainer.default_root_dir", RUN, "--ckpt_path", "last",
+        "--data.cache_dir", str(data_cache),
     )  # fmt: skip
-    return {"first": first, "second": second}
+    return {"first": first, "second": second, "data_cache": str(data_cache)}
+
+
+def test_remote_data_files_are_copied_into_the_data_cache_folder(
+    resumed: dict[str, str],
+) -> None:
+    copies = sorted(path.name for path in (Path(resumed["data_cache"]) / "data").rglob("*"))
+    assert [name for name in copies if name.endswith(".csv")] == ["train.csv", "validation.csv"]
+    assert not [name for name in copies if name.endswith(".partial")]
 
 
 def load(gcs: fsspec.AbstractFileSystem, path: str) -> dict[str, object]:

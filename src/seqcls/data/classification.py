@@ -183,8 +183,8 @@ class TextClassificationDataModule(ClassificationBatches):
             seed: Seed for the held-out split, ``train_fraction`` and the length-grouped
                 order. Unset: the run's ``--seed_everything``, which also seeds the shuffled
                 order, dropout and the new head, so one seed governs the whole run.
-            cache_dir: Where tokenized splits are cached; default ``$SEQCLS_CACHE`` or
-                ``~/.cache/seqcls``.
+            cache_dir: Where tokenized splits, and copies of remote data files, are cached;
+                default ``$SEQCLS_CACHE`` or ``~/.cache/seqcls``.
         """
         sources = SplitSources.from_arguments(
             dataset_name,
@@ -197,6 +197,7 @@ class TextClassificationDataModule(ClassificationBatches):
             validation_split=validation_split,
             test_split=test_split,
             predict_split=predict_split,
+            cache_dir=cache_dir,
         )
         super().__init__(
             sources,

@@ -2,6 +2,7 @@
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import datasets
@@ -15,13 +16,15 @@ Split = Literal["train", "validation", "test", "predict"]
 
 @dataclass(frozen=True)
 class Source:
-    """One split's rows. ``flag`` names the option that chose it, for error messages."""
+    """One split's rows. ``flag`` names the option that chose it, for error messages;
+    ``cache_dir`` holds the local copy of a remote file (unset: seqcls's cache folder)."""
 
     flag: str
     path: str | None = None
     dataset_name: str | None = None
     dataset_config: str | None = None
     split: str | None = None
+    cache_dir: Path | None = None
 
     @property
     def label(self) -> str:
@@ -35,7 +38,8 @@ class Source:
         if self.path:
             # The label space and the encoder both need the training rows: read each version
             # of a file once per process.
-            return _read_file(self.path, self.flag, file_fingerprint(self.path, flag=self.flag))
+            fingerprint = file_fingerprint(self.path, flag=self.flag)
+            return _read_file(self.path, self.flag, fingerprint, self.cache_dir)
         return self._load_hub()
 
     def fingerprint(self) -> str:
@@ -63,8 +67,8 @@ class Source:
 
 
 @functools.lru_cache(maxsize=8)
-def _read_file(path: str, flag: str, fingerprint: str) -> datasets.Dataset:
-    return read_table(path, flag=flag)
+def _read_file(path: str, flag: str, fingerprint: str, cache_dir: Path | None) -> datasets.Dataset:
+    return read_table(path, flag=flag, cache_dir=cache_dir)
 
 
 @dataclass(frozen=True)
@@ -75,19 +79,22 @@ class SplitSources:
     dataset_name: str | None
     dataset_config: str | None
     hub_splits: dict[Split, str | list[str] | None]
+    cache_dir: Path | None = None
 
     @classmethod
     def from_arguments(
         cls, dataset_name: str | None, dataset_config: str | None, **arguments: Any
     ) -> "SplitSources":
-        """From a data module's ``SPLIT_file`` and ``SPLIT_split`` arguments; a split it
-        does not take has none of either."""
+        """From a data module's ``SPLIT_file``, ``SPLIT_split`` and ``cache_dir`` arguments;
+        a split it does not take has none of either."""
         splits: tuple[Split, ...] = get_args(Split)
+        cache_dir = arguments.get("cache_dir")
         return cls(
             files={split: arguments.get(f"{split}_file") for split in splits},
             dataset_name=dataset_name,
             dataset_config=dataset_config,
             hub_splits={split: arguments.get(f"{split}_split") for split in splits},
+            cache_dir=Path(cache_dir) if cache_dir else None,
         )
 
     def __post_init__(self) -> None:
@@ -111,7 +118,7 @@ class SplitSources:
             path = self.files[split]
             if not isinstance(path, str):
                 raise ConfigurationError(f"no {split} data: pass {flag}")
-            return [Source(flag, path=path)]
+            return [Source(flag, path=path, cache_dir=self.cache_dir)]
         return [self._hub(f"--data.{split}_split", str(self.hub_splits[split]))]
 
     def has_train(self) -> bool:
@@ -133,8 +140,11 @@ class SplitSources:
             if files is None:
                 return [("", None)]
             if isinstance(files, str):
-                return [("", Source(flag, path=files))]
-            return [(key, Source(flag, path=path)) for key, path in files.items()]
+                return [("", Source(flag, path=files, cache_dir=self.cache_dir))]
+            return [
+                (key, Source(flag, path=path, cache_dir=self.cache_dir))
+                for key, path in files.items()
+            ]
         splits = self.hub_splits["validation"]
         if splits is None:
             return [("", None)]

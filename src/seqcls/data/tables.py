@@ -4,7 +4,7 @@ import codecs
 import csv
 import hashlib
 import os
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import datasets
 import fsspec
@@ -54,8 +54,9 @@ def file_fingerprint(path: str, *, flag: str | None = None) -> str:
         raise ConfigurationError(f"{where}file not found: {path}") from None
 
 
-def read_table(path: str, *, flag: str) -> datasets.Dataset:
-    """Load every row of ``path``; ``flag`` names the option it came from, for error messages."""
+def read_table(path: str, *, flag: str, cache_dir: Path | None = None) -> datasets.Dataset:
+    """Load every row of ``path``; ``flag`` names the option it came from, for error messages.
+    A remote file is read from its copy in ``cache_dir`` (unset: seqcls's cache folder)."""
     builder, options = _builder_for(path, flag=flag)
     fs, fs_path = fsspec.core.url_to_fs(path)
     if not fs.isfile(fs_path):
@@ -63,7 +64,8 @@ def read_table(path: str, *, flag: str) -> datasets.Dataset:
     if isinstance(fs, LocalFileSystem):
         local, data_files = fs_path, path
     else:
-        local = data_files = _local_copy(path, file_fingerprint(path, flag=flag))
+        fingerprint = file_fingerprint(path, flag=flag)
+        local = data_files = _local_copy(path, fingerprint, cache_dir or default_cache_dir())
     if builder != "parquet":
         _require_utf8(local, flag=flag, path=path)
     empty = ConfigurationError(f"{flag}: {path} has no rows; give a file with at least one example")
@@ -116,9 +118,8 @@ def column_values(table: datasets.Dataset, column: str) -> list[object]:
     return values
 
 
-def _local_copy(url: str, fingerprint: str) -> str:
-    """A local copy of a remote file, fetched once per version of it, in seqcls's cache folder
-    (``$SEQCLS_CACHE/data/``).
+def _local_copy(url: str, fingerprint: str, cache_dir: Path) -> str:
+    """A local copy of a remote file, fetched once per version of it, in ``cache_dir/data/``.
 
     datasets gets only local files: its own remote reads refuse to run under HF_HUB_OFFLINE
     (gs:// included) and keep serving their cached copy after the object is rewritten.
@@ -127,7 +128,7 @@ def _local_copy(url: str, fingerprint: str) -> str:
     """
     key = hashlib.sha256(fingerprint.encode()).hexdigest()[:20]
     name = PurePosixPath(url).name
-    target = default_cache_dir() / "data" / key / name
+    target = cache_dir / "data" / key / name
     if not target.is_file():
         partial = target.with_name(f"{name}.{os.getpid()}.partial")
         try:

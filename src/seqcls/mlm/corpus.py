@@ -91,8 +91,8 @@ class TextCorpusDataModule(TextDataModule):
             seed: Seed for the held-out documents and the masks: each dev block's the same
                 every time, each training block's new every epoch. Unset: the run's
                 ``--seed_everything``.
-            cache_dir: Where tokenized documents are cached; default ``$SEQCLS_CACHE`` or
-                ``~/.cache/seqcls``.
+            cache_dir: Where tokenized documents, and copies of remote data files, are cached;
+                default ``$SEQCLS_CACHE`` or ``~/.cache/seqcls``.
         """
         sources = SplitSources.from_arguments(
             dataset_name,
@@ -103,6 +103,7 @@ class TextCorpusDataModule(TextDataModule):
             train_split=train_split,
             validation_split=validation_split,
             test_split=test_split,
+            cache_dir=cache_dir,
         )
         super().__init__(
             sources,
