@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from seqcls.data.loaders import ONE_ROW_MULTIPLE
 from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import use_cpu_dropout
@@ -83,7 +84,7 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
                 (loss * len(piece) / len(rows)).backward()
         elif layout.startswith("onerow"):
             by_segments.attention_groups = int(layout[6:] or ATTENTION_GROUPS)
-            by_segments(PackInOneRow(pad)(rows)).loss.backward()
+            by_segments(PackInOneRow(pad, ONE_ROW_MULTIPLE)(rows)).loss.backward()
         elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
             split = PackOrSplit(None, 4, pad, always=False)

@@ -46,6 +46,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.allocator import keep_freed_memory
+from seqcls.data.loaders import ONE_ROW_MULTIPLE
 from seqcls.data.packing import PackInOneRow
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
@@ -118,7 +119,7 @@ def batches_of(args: argparse.Namespace) -> list[dict[str, torch.Tensor]]:
             zip(encoded["input_ids"], encoded["token_type_ids"], strict=True)
         )
     ]
-    collate = PackInOneRow(tokenizer.pad_token_id or 0)
+    collate = PackInOneRow(tokenizer.pad_token_id or 0, ONE_ROW_MULTIPLE)
     return [collate(features[i : i + BATCH]) for i in range(0, len(features), BATCH)]
 
 

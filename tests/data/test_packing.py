@@ -10,7 +10,7 @@ from sample_data import fake_trainer, set_up_on
 from sample_data import sample_data as shared_sample_data
 
 from seqcls.data.classification import TextClassificationDataModule
-from seqcls.data.loaders import resolve_packing
+from seqcls.data.loaders import ONE_ROW_MULTIPLE, resolve_packing, resolve_pad_to_multiple_of
 from seqcls.data.packing import (
     SEGMENT_IDS,
     SEGMENT_ROWS,
@@ -163,6 +163,27 @@ def test_one_row_holds_every_token_of_the_batch_and_no_padding() -> None:
     )
 
 
+def test_one_row_rounded_up_to_a_multiple_pads_only_its_end() -> None:
+    lengths = [5, 17, 3, 9, 9]  # 43 tokens
+    batch = PackInOneRow(PAD, 8)(features(lengths))
+    assert batch["input_ids"].shape == (1, 48)
+    assert segment_lengths(batch) == lengths
+    assert batch["input_ids"][0, 43:].tolist() == [PAD] * 5
+    assert not bool((batch[SEGMENT_IDS][0, 43:] > 0).any())
+    unrounded = PackInOneRow(PAD)(features(lengths))
+    assert torch.equal(unpack(batch, PAD)["input_ids"], unpack(unrounded, PAD)["input_ids"])
+
+
+def test_a_cpus_one_row_batches_are_rounded_to_8_unless_told_otherwise() -> None:
+    cpu, gpu = fake_trainer(CPUAccelerator), fake_trainer(CUDAAccelerator)
+    assert ONE_ROW_MULTIPLE == 8
+    assert resolve_pad_to_multiple_of(None, cpu, packing="one_row") == 8
+    assert resolve_pad_to_multiple_of(None, cpu, packing="off") == 1
+    assert resolve_pad_to_multiple_of(None, gpu, packing="per_batch") == 8
+    assert resolve_pad_to_multiple_of(1, cpu, packing="one_row") == 1
+    assert resolve_pad_to_multiple_of(16, cpu, packing="one_row") == 16
+
+
 def test_a_cpu_fit_packs_in_one_row_once_the_model_says_it_attends_by_segments(
     tiny_bert: Path, tmp_path: Path
 ) -> None:
@@ -172,6 +193,11 @@ def test_a_cpu_fit_packs_in_one_row_once_the_model_says_it_attends_by_segments(
         batch = next(iter(loader))
         assert is_packed(batch)
         assert batch["input_ids"].shape[0] == 1
+        tokens = sum(segment_lengths(batch))
+        assert batch["input_ids"].shape[1] == -(-tokens // ONE_ROW_MULTIPLE) * ONE_ROW_MULTIPLE
+    data.pad_to_multiple_of = 1
+    batch = next(iter(data.train_dataloader()))
+    assert batch["input_ids"].shape[1] == sum(segment_lengths(batch))
     data.trainer.lightning_module = SimpleNamespace(packs_in_one_row=False)
     assert isinstance(data.collate(training=True), PackOrSplit)
 

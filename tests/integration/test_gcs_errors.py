@@ -220,7 +220,7 @@ def test_checkpoints_beside_a_model_are_not_copied(
     assert copied == sorted(file.name for file in tiny_bert.iterdir())
 
 
-def test_remote_data_is_copied_into_the_seqcls_cache(
+def test_remote_data_is_copied_into_the_data_cache_folder(
     gcs: str, cache: Path, capsys, tiny_bert: Path, tmp_path: Path
 ) -> None:
     url = f"gs://{BUCKET}/data/train.csv"
@@ -228,8 +228,10 @@ def test_remote_data_is_copied_into_the_seqcls_cache(
     args[args.index("--data.train_file") + 1] = url
     line = error_line(capsys, *args, "--trainer.default_root_dir", str(tmp_path / "run"))
     assert "missing column 'nope' (--data.text_column)" in line  # stops once the file is read
-    copies = sorted(cache.rglob("*.csv"))
-    assert [p.relative_to(cache).parts[::2] for p in copies] == [("data", "train.csv")]
+    data_cache = Path(args[args.index("--data.cache_dir") + 1])
+    copies = sorted(data_cache.rglob("*.csv"))
+    assert [p.relative_to(data_cache).parts[::2] for p in copies] == [("data", "train.csv")]
+    assert not (cache / "data").exists()  # not in $SEQCLS_CACHE, whose models/ it is
     assert copies[0].read_bytes() == (SAMPLE / "train.csv").read_bytes()
-    assert not list(cache.rglob("*.partial"))
+    assert not list(data_cache.rglob("*.partial"))
     assert not (tmp_path / "downloads").exists()

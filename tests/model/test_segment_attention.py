@@ -37,13 +37,19 @@ def switched(model_type: str) -> tuple[PreTrainedModel, PackedForward]:
 
 
 @pytest.mark.parametrize("model_type", MASK_SERVED)
-@pytest.mark.parametrize("layout", ["one row", "rows of 24"])
+@pytest.mark.parametrize("layout", ["one row", "one row rounded up", "rows of 24"])
 def test_attention_by_segments_gives_the_logits_loss_and_gradients_of_the_padded_batch(
     model_type: str, layout: str
 ) -> None:
     model, forward = switched(model_type)
     features = rows(count=9, token_types=model_type in ("bert", "electra"))
-    batch = one_row(features) if layout == "one row" else pack(features, 24, 1)
+    tokens = sum(len(f["input_ids"]) for f in features)
+    batch = {
+        "one row": lambda: one_row(features),
+        # A row with padding at its end: the CPU's default (ONE_ROW_MULTIPLE).
+        "one row rounded up": lambda: pack(features, tokens, TINY["pad_token_id"], tokens + 5),
+        "rows of 24": lambda: pack(features, 24, 1),
+    }[layout]()
     packed = logits_loss_gradients(model, lambda: forward(batch))
     switch_back(model)
     unpacked = logits_loss_gradients(model, lambda: model(**padded(features)))

@@ -117,23 +117,24 @@ class ClassificationBatches(TextDataModule):
         grouped = self.group_by_length and training
         if self.pair_encoding == "separate":
             return self._pair_collate(padding, grouped)
+        packing = resolve_packing(
+            self.packing,
+            padding=padding,
+            trainer=self.trainer,
+            training=training,
+            kernel=self._module_flag("packs_with_kernel"),
+            one_row=self._module_flag("packs_in_one_row"),
+        )
         collate = collator(
             self.tokenizer,
             padding,
             self.max_length,
-            resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer),
+            resolve_pad_to_multiple_of(self.pad_to_multiple_of, self.trainer, packing=packing),
             self.length_buckets,
             resolve_sub_batches(
                 self.sub_batches, padding=padding, group_by_length=grouped, trainer=self.trainer
             ),
-            resolve_packing(
-                self.packing,
-                padding=padding,
-                trainer=self.trainer,
-                training=training,
-                kernel=self._module_flag("packs_with_kernel"),
-                one_row=self._module_flag("packs_in_one_row"),
-            ),
+            packing,
         )
         # Training rows are single windows; evaluation rows are documents of several.
         return DocumentWindows(collate) if self.window_stride and not training else collate

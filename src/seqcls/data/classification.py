@@ -144,9 +144,10 @@ class TextClassificationDataModule(ClassificationBatches):
                 ``seed``): far less padding, so faster, but batches less random, which
                 cost STS-B 1.4 Pearson and 2.5 to 3.2 Spearman points (docs/benchmarks.md).
                 Off: rows shuffled one by one, as run_glue does.
-            pad_to_multiple_of: Round ``longest`` padding up to a multiple of this. By
-                default 8 on GPUs and TPUs (tensor-core shapes, fewer compiled shapes) and
-                none on CPU, where rounding only adds padding.
+            pad_to_multiple_of: Round ``longest`` padding, and packed rows, up to a multiple
+                of this. By default 8 on GPUs and TPUs (tensor-core shapes, fewer compiled
+                shapes) and for a CPU's batches packed in one row (shapes that repeat, so
+                oneDNN reuses its kernels), else none on CPU, where it only adds padding.
             length_buckets: The lengths ``padding: buckets`` pads to; by default a quarter,
                 a half and all of ``max_length`` (32, 64, 128). Inputs are still truncated
                 to ``max_length``.
@@ -159,12 +160,12 @@ class TextClassificationDataModule(ClassificationBatches):
                 each attending only to itself, positions restarting per row: the same rows,
                 logits and mean loss, far less padding (docs/packing.md). ``auto``: on CPU
                 with ``padding: longest``, each batch (training, validation, prediction) is
-                one model row with no padding where the model's attention can follow the
-                segments (BERT, RoBERTa, XLM-R, ELECTRA, ...), else packed or split into
-                ``sub_batches``, whichever a measured cost model says is faster; on XLA
-                (TPU) with ``padding: max_length``, batches are packed densely into fixed
-                shapes (training: about ``batch_size`` random rows each), so nothing
-                recompiles (docs/packing.md); on a CUDA GPU, evaluation batches
+                one model row, padded only up to ``pad_to_multiple_of``, where the model's
+                attention can follow the segments (BERT, RoBERTa, XLM-R, ELECTRA, ...), else
+                packed or split into ``sub_batches``, whichever a measured cost model says
+                is faster; on XLA (TPU) with ``padding: max_length``, batches are packed
+                densely into fixed shapes (training: about ``batch_size`` random rows each),
+                so nothing recompiles (docs/packing.md); on a CUDA GPU, evaluation batches
                 (validation, test, prediction) where attention follows the segments (the
                 variable-length kernel, half precision), training batches padded; off
                 elsewhere. ``true``: every batch packed. ``false``: never. A model that

@@ -47,15 +47,28 @@ def resolve_drop_last(drop_last: bool | None, trainer: pl.Trainer | None) -> boo
     return is_xla(trainer) if drop_last is None else drop_last
 
 
-def resolve_pad_to_multiple_of(multiple: int | None, trainer: pl.Trainer | None) -> int:
-    """The multiple asked for, else 1 on CPU and 8 on accelerators.
+# A CPU batch packed in one model row is rounded up to this many tokens. oneDNN builds its
+# matrix-product kernels for each new shape, and an unrounded row brings a new token count
+# at almost every step; rounded, the counts repeat. SST-2 training steps ran about 5% faster
+# for at most 7 tokens of padding a row (docs/benchmarks.md).
+ONE_ROW_MULTIPLE = 8
+
+
+def resolve_pad_to_multiple_of(
+    multiple: int | None, trainer: pl.Trainer | None, *, packing: Packing = "off"
+) -> int:
+    """The multiple asked for, else 8 on accelerators and for a CPU's one-row batches, and 1
+    for a CPU's padded batches.
 
     Multiples of 8 keep tensor-core shapes on GPUs and bound how many shapes a compiler sees;
-    a CPU has neither, and there rounding short inputs up to 8 only adds padding (a fifth of
-    the computed tokens on length-grouped SST-2 batches).
+    on a CPU, rounding short inputs up to 8 only adds padding to padded batches (a fifth of
+    the computed tokens on length-grouped SST-2 batches), but makes one-row batches' shapes
+    repeat (``ONE_ROW_MULTIPLE``).
     """
     if multiple is not None:
         return multiple
+    if packing == "one_row":
+        return ONE_ROW_MULTIPLE
     return 1 if on_cpu(trainer) else 8
 
 
@@ -153,7 +166,7 @@ def collator(
         return split
     pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     if packing == "one_row":
-        return PackInOneRow(pad_token_id)
+        return PackInOneRow(pad_token_id, pad_to_multiple_of)
     # Packed rows are rounded up as padded ones are: on GPUs, SDPA's memory-efficient kernel
     # wants a mask whose rows are a multiple of 8 long, and copies any other into one.
     return PackOrSplit(

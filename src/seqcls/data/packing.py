@@ -209,13 +209,15 @@ def best_row_length(lengths: Sequence[int]) -> tuple[int, float]:
 
 class PackInOneRow:
     """A collate function: each batch packed into one model row, for a model whose attention
-    follows the segments (``model/segment_attention.py``): no padding at all."""
+    follows the segments (``model/segment_attention.py``), the row rounded up to ``multiple``
+    tokens: no padding beyond that rounding."""
 
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
+    def __init__(self, pad_token_id: int, multiple: int = 1) -> None:
+        self.pad_token_id, self.multiple = pad_token_id, multiple
 
     def __call__(self, features: list[dict[str, Any]]) -> Batch:
-        return pack(features, sum(len(f["input_ids"]) for f in features), self.pad_token_id)
+        tokens = sum(len(feature["input_ids"]) for feature in features)
+        return pack(features, tokens, self.pad_token_id, self.multiple)
 
 
 class PackOrSplit:
