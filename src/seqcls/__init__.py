@@ -5,6 +5,7 @@ The package, from the bottom up (docs/architecture.md draws it):
 - ``errors``, ``option_ranges``, ``hardware``: the one exception type, the values each numeric
   option takes, and what the machine can train on;
 - ``cloud/``: local and ``gs://`` storage, the Vertex AI environment;
+- ``sentence_encoder``: how a sentence-transformers checkpoint pools, read off its files;
 - ``data/``: files and hub splits to token batches, labels decided once;
 - ``model/``: pretrained loading, the classifier module, its metrics and optimiser;
 - ``mlm/``: continued masked-LM pretraining on the same data and run machinery;

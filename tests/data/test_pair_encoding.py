@@ -4,6 +4,7 @@ options that cannot work with it refused in one line."""
 
 import csv
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,16 @@ import torch
 from datasets import Dataset
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAAccelerator
 from sample_data import fake_trainer
+from tiny_models import as_sentence_encoder
 
 import seqcls.data.encoding
+import seqcls.sentence_encoder
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.columns import INDEX, LABELS, PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
 from seqcls.data.inspection import token_keys
 from seqcls.data.pair_batches import PairPadding
 from seqcls.errors import ConfigurationError
+from seqcls.sentence_encoder import sentence_encoder_pooling
 
 # Short questions beside long passages, and the other way round: the two sides of a batch
 # have different longest rows.
@@ -194,6 +198,60 @@ def test_unset_the_model_says_how_it_read_its_pairs(make_data, tmp_path: Path) -
     assert "pair_encoding" not in single.derived_config()
 
 
+def test_unset_a_sentence_encoders_similarity_scores_are_read_apart(
+    make_data, tiny_bert: Path, tmp_path: Path, caplog
+) -> None:
+    (tmp_path / "encoder").mkdir()
+    encoder = str(as_sentence_encoder(tiny_bert, tmp_path / "encoder"))
+    scores = {"pair_encoding": None, "tokenizer_name_or_path": encoder, "label_column": "score"}
+    with caplog.at_level(logging.INFO):
+        assert make_data(**scores).pair_encoding == "separate"
+    assert f"as the sentence encoder {encoder} was trained to compare texts" in caplog.text
+    assert make_data(**scores, problem_type="regression").pair_encoding == "separate"
+    # Classification pairs, a model that is no sentence encoder, or what separate pairs
+    # cannot do: joint, as it is when asked for.
+    for overrides in [
+        {"label_column": "answer"},
+        {"tokenizer_name_or_path": str(tiny_bert)},
+        {"packing": True},
+        {"pair_encoding": "joint"},
+    ]:
+        assert make_data(**{**scores, **overrides}).pair_encoding == "joint", overrides
+    saved = model_folder(tmp_path / "fine-tuned", seqcls_pair_encoding="joint")
+    assert make_data(**{**scores, "tokenizer_name_or_path": saved}).pair_encoding == "joint"
+    single = make_data(**scores, text_pair_column=None)
+    assert single.pair_encoding == "joint"
+
+
+def test_a_hub_sentence_encoders_pooling_is_read_from_the_hub_once(
+    tmp_path: Path, monkeypatch
+) -> None:
+    files = {
+        "modules.json": '[{"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]',
+        "1_Pooling/config.json": '{"pooling_mode_mean_tokens": true}',
+    }
+    cache: dict[str, str] = {}
+    asked: list[str] = []
+
+    def download(repo: str, name: str) -> str:
+        asked.append(name)
+        path = tmp_path / name.replace("/", "-")
+        path.write_text(files[name])
+        cache[name] = str(path)
+        return str(path)
+
+    monkeypatch.setattr(seqcls.sentence_encoder, "hf_hub_download", download)
+    monkeypatch.setattr(
+        seqcls.sentence_encoder, "try_to_load_from_cache", lambda repo, name: cache.get(name)
+    )
+    assert sentence_encoder_pooling("owner/encoder") == "mean"
+    assert sentence_encoder_pooling("owner/encoder") == "mean"
+    assert asked == ["modules.json", "1_Pooling/config.json"]  # the second time from the cache
+    files["modules.json"] = "[]"  # no pooling module: nothing declared
+    cache.clear()
+    assert sentence_encoder_pooling("owner/other") is None
+
+
 def test_an_unknown_value_in_the_models_config_is_one_line(make_data, tmp_path: Path) -> None:
     model = model_folder(tmp_path / "odd", seqcls_pair_encoding="apart")
     with pytest.raises(ConfigurationError) as error:
@@ -254,7 +312,11 @@ def test_separate_pairs_are_refused_on_xla(make_data) -> None:
     data.setup("predict")
     data.trainer = fake_trainer(XLAAccelerator)
     data.trainer.lightning_module = type("Model", (), {"takes_packed_batches": True})()
-    message = f"{SEPARATE} runs on CPU and GPU; on XLA use --data.pair_encoding joint"
+    message = (
+        "pairs encoded separately (--data.pair_encoding separate, given or chosen for a "
+        "sentence encoder's similarity scores) run on CPU and GPU; on XLA give "
+        "--data.pair_encoding joint"
+    )
     for loader in (data.train_dataloader, data.val_dataloader, data.predict_dataloader):
         with pytest.raises(ConfigurationError) as error:
             loader()

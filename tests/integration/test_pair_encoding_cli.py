@@ -1,5 +1,6 @@
-"""``--data.pair_encoding separate`` through the real CLI: fit, export, and a predict from the
-exported model that reads pairs as the fit did, with no flag."""
+"""Pairs encoded separately through the real CLI: chosen with no flag for a sentence encoder's
+similarity scores, fit, export, and a predict from the exported model that reads pairs as the
+fit did; asked for with ``--data.pair_encoding``."""
 
 import csv
 import json
@@ -30,18 +31,26 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def fitted(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path, pairs: Path) -> Path:
+def encoder(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
     # The tiny BERT dressed as a sentence-transformers checkpoint that pools by mean, as the
     # sentence encoders this is for are.
-    encoder = as_sentence_encoder(tiny_bert, tmp_path_factory.mktemp("encoder"))
-    tmp = tmp_path_factory.mktemp("fit")
+    return as_sentence_encoder(tiny_bert, tmp_path_factory.mktemp("encoder"))
+
+
+def fit_scores(tmp: Path, encoder: Path, pairs: Path, *flags: str) -> Path:
     return run(
         tmp, encoder, "fit",
         "--data.train_file", str(pairs / "train.jsonl"),
         "--data.validation_file", str(pairs / "dev.jsonl"),
         "--data.text_pair_column", "pair", "--data.label_column", "score",
-        "--data.pair_encoding", "separate",
+        *flags,
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory: pytest.TempPathFactory, encoder: Path, pairs: Path) -> Path:
+    # No --data.pair_encoding: similarity scores from a sentence encoder are read apart.
+    return fit_scores(tmp_path_factory.mktemp("fit"), encoder, pairs)
 
 
 def scaled_cosines(model_dir: Path, first: list[str], second: list[str]) -> torch.Tensor:
@@ -68,6 +77,7 @@ def scaled_cosines(model_dir: Path, first: list[str], second: list[str]) -> torc
 def test_the_export_says_it_reads_pairs_separately(fitted: Path, pairs: Path) -> None:
     config = json.loads((fitted / "model" / "config.json").read_text())
     assert config["seqcls_pair_encoding"] == "separate"
+    assert "pair_encoding: separate" in (fitted / "config.yaml").read_text()
     assert config["seqcls_pooling"] == "mean"  # unset: the checkpoint's own
     assert "pair_head.scale" in load_file(fitted / "model" / "model.safetensors")
     metrics = json.loads((fitted / "metrics.json").read_text())
@@ -104,6 +114,16 @@ def test_predict_from_the_export_reads_pairs_as_the_fit_did(
         fitted / "model", [row["text"] for row in rows], [row["pair"] for row in rows]
     )
     torch.testing.assert_close(torch.tensor(predicted), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_joint_asked_for_reads_a_sentence_encoders_pairs_together(
+    tmp_path: Path, encoder: Path, pairs: Path
+) -> None:
+    out = fit_scores(tmp_path, encoder, pairs, "--data.pair_encoding", "joint")
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert "seqcls_pair_encoding" not in config  # absent: joint
+    assert "pair_head.scale" not in load_file(out / "model" / "model.safetensors")
+    assert "pair_encoding: joint" in (out / "config.yaml").read_text()
 
 
 def test_classification_pairs_fit_and_validate(

@@ -28,13 +28,13 @@ from seqcls.model.first_token import cuts_last_layer, resolve_first_token_only
 from seqcls.model.mean_pooling import (
     _replace_by_means,
     averaging_segments,
-    checkpoint_pooling,
     pool_by_mean,
     pools_by_mean,
     resolve_pooling,
     use_pooling,
 )
 from seqcls.model.packed_forward import PackedForward
+from seqcls.sentence_encoder import checkpoint_pooling
 
 
 def mean_model(model_type: str) -> PreTrainedModel:

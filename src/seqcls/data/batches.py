@@ -46,7 +46,11 @@ class ClassificationBatches(TextDataModule):
     sub_batches: int | None
     packing: bool | Literal["auto"]
     window_stride: int | None
-    pair_encoding: PairEncoding
+
+    @property
+    def pair_encoding(self) -> PairEncoding:
+        """How text pairs are encoded; the data module decides, from the flag, model and task."""
+        raise NotImplementedError
 
     def train_dataloader(self) -> DataLoader:
         (train,) = self.splits["train"]
@@ -144,7 +148,8 @@ class ClassificationBatches(TextDataModule):
         pieces where sub-batches are on; never packed (``pair_batches.py``)."""
         if is_xla(self.trainer):  # fixed shapes there are built for one input per row
             raise ConfigurationError(
-                "--data.pair_encoding separate runs on CPU and GPU; on XLA use "
+                "pairs encoded separately (--data.pair_encoding separate, given or chosen for "
+                "a sentence encoder's similarity scores) run on CPU and GPU; on XLA give "
                 "--data.pair_encoding joint"
             )
         pad = pair_padding(

@@ -24,7 +24,7 @@ from seqcls.data.inspection import (
 from seqcls.data.labels import LabelSpace, ProblemType, given_label_space, label_counts
 from seqcls.data.loaders import Padding, check_buckets
 from seqcls.data.metric_names import direction, metric_names
-from seqcls.data.pair_batches import PairEncoding, check_pair_encoding
+from seqcls.data.pair_batches import PairEncoding, check_pair_encoding, unset_pair_encoding
 from seqcls.data.selection import Subset, check_rows_left, hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources, read_label_space
 from seqcls.data.windows import WindowPooling, check_windows, flatten_windows, overlap
@@ -104,7 +104,9 @@ class TextClassificationDataModule(ClassificationBatches):
                 each text on its own, as sentence encoders were trained; the model compares
                 the two encodings (docs/data.md). Unset: what the model named by
                 ``--model.model_name_or_path`` was fine-tuned with (its config.json's
-                ``seqcls_pair_encoding``), else ``joint``.
+                ``seqcls_pair_encoding``); else ``separate`` for similarity scores
+                (regression) from a sentence encoder that averages its tokens (its
+                sentence-transformers files say so), ``joint`` otherwise.
             label_column: Column holding the label: a name, an integer, a float (regression)
                 or a list of labels (multi-label).
             label_separator: Multi-label rows in text files: split each label cell on this
@@ -217,13 +219,11 @@ class TextClassificationDataModule(ClassificationBatches):
         self.validation_fraction = validation_fraction
         self.padding, self.drop_last = padding, drop_last
         self.group_by_length, self.pad_to_multiple_of = group_by_length, pad_to_multiple_of
-        # Linked to the model, which encodes the two texts of a pair apart when separate.
+        # Given or the model's; unset and unsaved, chosen from the task (``pair_encoding``).
         # Read for single texts too: a model that reads pairs separately cannot read one text.
-        self.pair_encoding: PairEncoding = pair_encoding or model_pair_encoding(
-            tokenizer_name_or_path
-        )
+        self._pair_encoding = pair_encoding or model_pair_encoding(tokenizer_name_or_path)
         check_pair_encoding(
-            self.pair_encoding,
+            self._pair_encoding or "joint",
             given=pair_encoding is not None,
             text_pair_column=text_pair_column,
             window_stride=window_stride,
@@ -265,6 +265,18 @@ class TextClassificationDataModule(ClassificationBatches):
         if self._problem_type is None:
             report_regression(source, self.label_column, space)
         return space
+
+    @cached_property
+    def pair_encoding(self) -> PairEncoding:
+        """Linked to the model, which encodes the two texts of a pair apart when separate."""
+        if self._pair_encoding is None and self.text_pair_column is not None:
+            return unset_pair_encoding(
+                self.tokenizer_name_or_path,
+                regression=self.problem_type == "regression",
+                window_stride=self.window_stride,
+                packing=self.packing,
+            )
+        return self._pair_encoding or "joint"
 
     @property
     def label_names(self) -> list[str]:

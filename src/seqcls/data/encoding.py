@@ -82,18 +82,18 @@ def model_label_space(name_or_path: str | None) -> LabelSpace:
     return space
 
 
-def model_pair_encoding(name_or_path: str | None) -> PairEncoding:
+def model_pair_encoding(name_or_path: str | None) -> PairEncoding | None:
     """How the model that ``--model.model_name_or_path`` names read text pairs when it was
-    fine-tuned: its config.json's ``seqcls_pair_encoding``; joint where it has none (a hub id,
+    fine-tuned: its config.json's ``seqcls_pair_encoding``; None where it has none (a hub id,
     a model seqcls did not fine-tune)."""
     text = _model_config(name_or_path) if name_or_path else None
-    value = json.loads(text).get(MODEL_CONFIG_KEY, "joint") if text else "joint"
-    if value not in ("joint", "separate"):
+    value = json.loads(text).get(MODEL_CONFIG_KEY) if text else None
+    if value not in (None, "joint", "separate"):
         raise ConfigurationError(
             f"--model.model_name_or_path {name_or_path}: its config.json's {MODEL_CONFIG_KEY} "
             f"is {value!r}, not joint or separate; give --data.pair_encoding"
         )
-    return "separate" if value == "separate" else "joint"
+    return value
 
 
 def _model_config(name_or_path: str) -> str | None:

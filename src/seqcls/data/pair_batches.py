@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.data.columns import PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
 from seqcls.errors import ConfigurationError
+from seqcls.sentence_encoder import sentence_encoder_pooling
 
 PairEncoding = Literal["joint", "separate"]
 # The key of a fine-tuned model's config.json that says how it read its pairs; absent: joint.
@@ -60,6 +62,32 @@ def check_pair_encoding(
             f"--data.packing true: pairs encoded separately ({flag}) are padded per side, "
             "not packed; set --data.packing auto or false"
         )
+
+
+def unset_pair_encoding(
+    model_name_or_path: str | None,
+    *,
+    regression: bool,
+    window_stride: int | None,
+    packing: bool | Literal["auto"],
+) -> PairEncoding:
+    """Text pairs' encoding when neither the flag nor the model names one: ``separate`` for
+    similarity scores (regression) from a sentence encoder that averages its tokens, which is
+    how such a model was trained to compare two texts (on STS-B about 3 Pearson points above
+    reading the pair jointly, docs/results.md); ``joint`` for classification, whose
+    entailment and paraphrase pairs lost points read apart, and wherever an option asks for
+    what separate pairs cannot do."""
+    if not regression or model_name_or_path is None:
+        return "joint"
+    if window_stride is not None or packing is True:
+        return "joint"
+    if sentence_encoder_pooling(model_name_or_path) != "mean":
+        return "joint"
+    rank_zero_info(
+        f"Each text of a pair is encoded alone, as the sentence encoder {model_name_or_path} "
+        "was trained to compare texts; --data.pair_encoding joint reads them together"
+    )
+    return "separate"
 
 
 def separate_features(first: Any, second: Any) -> dict[str, list[Any]]:

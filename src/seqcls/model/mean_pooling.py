@@ -19,11 +19,9 @@ seqcls reads back; a plain ``AutoModelForSequenceClassification`` ignores it and
 first token (docs/outputs.md).
 """
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -32,7 +30,6 @@ from torch import Tensor
 from torch.nn import Module
 from transformers import PreTrainedModel
 
-from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.errors import ConfigurationError
 from seqcls.model.first_token import (
     FIRST_TOKEN_MODEL_TYPES,
@@ -40,6 +37,7 @@ from seqcls.model.first_token import (
     resolve_first_token_only,
 )
 from seqcls.model.pretrained import base_encoder
+from seqcls.sentence_encoder import sentence_encoder_pooling
 
 Pooling = Literal["auto", "first_token", "mean"]
 # Where the choice is saved in a model's config, so that a fine-tuned model keeps its pooling.
@@ -49,28 +47,6 @@ _MARK = "seqcls_mean_pooled"
 # past the last) for padding. Set while a packed batch runs, else derived from the mask.
 _TOKEN_ROWS: ContextVar[tuple[Tensor, int] | None] = ContextVar("seqcls_token_rows", default=None)
 _ATTENTION_MASK: ContextVar[Tensor | None] = ContextVar("seqcls_attention_mask", default=None)
-
-
-def checkpoint_pooling(directory: str | Path) -> Literal["first_token", "mean"] | None:
-    """The pooling a checkpoint folder's sentence-transformers files declare: ``mean`` where
-    its Pooling module averages the tokens and nothing else, ``first_token`` where it reads the
-    CLS token; None where the folder has no such files (or pools otherwise)."""
-    folder = Path(directory)
-    modules_file = folder / "modules.json"
-    if not modules_file.is_file():
-        return None
-    try:
-        modules = json.loads(modules_file.read_text())
-        pooling = next(m for m in modules if m.get("type", "").endswith(".Pooling"))
-        options = json.loads((folder / pooling.get("path", "") / "config.json").read_text())
-    except (OSError, ValueError, StopIteration, AttributeError):
-        return None
-    modes = {key for key, value in options.items() if key.startswith("pooling_mode") and value}
-    if modes == {"pooling_mode_mean_tokens"}:
-        return "mean"
-    if modes == {"pooling_mode_cls_token"}:
-        return "first_token"
-    return None
 
 
 def resolve_pooling(
@@ -89,7 +65,7 @@ def resolve_pooling(
         )
     saved = getattr(model.config, CONFIG_KEY, None)
     if requested == "auto":
-        saved = saved or checkpoint_pooling(local_model_dir(name_or_path, default_cache_dir()))
+        saved = saved or sentence_encoder_pooling(name_or_path)
         return "mean" if saved == "mean" and supported else "first_token"
     return requested or ("mean" if saved == "mean" else "first_token")
 
