@@ -29,6 +29,8 @@ GLUE = REPO / "configs/data/glue"
         ([str(GLUE / "rte.yaml")], "val/accuracy"),
         ([str(GLUE / "stsb.yaml")], "val/pearson"),  # regression: its first metric
         ([str(GLUE / "cola.yaml")], "val/matthews"),
+        ([str(GLUE / "mrpc.yaml")], "val/f1"),  # GLUE reports F1/accuracy, F1 first
+        ([str(GLUE / "qqp.yaml")], "val/f1"),
         ([str(GLUE / "mnli.yaml")], "val_matched/accuracy"),  # two validation sets
         ([str(GLUE / "stsb.yaml"), "--data.metrics=[spearman, pearson]"], "val/spearman"),
         (["--data.problem_type=regression"], "val/pearson"),
