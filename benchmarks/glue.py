@@ -124,7 +124,10 @@ def seqcls_fit_args(
     ]  # fmt: skip
     # The former defaults: 3 epochs, and 5e-5 for every problem type (regression now has 1e-4).
     former = ["--trainer.max_epochs", "3", "--model.learning_rate", "5e-5"]
-    recipe = {"run_glue": run_glue, "default": [], "three_epochs": former}
+    # Both read every pair jointly, as run_glue does; the defaults read a sentence encoder's
+    # similarity pairs one text at a time (docs/data.md).
+    joint = ["--data.pair_encoding", "joint"] if pair else []
+    recipe = {"run_glue": run_glue + joint, "default": [], "three_epochs": former + joint}
     return [
         "fit", "--config", str(REPO / f"configs/data/glue/{task}.yaml"),
         *("--model.model_name_or_path", args.model),

@@ -142,6 +142,12 @@ def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.Mon
         assert flags[flags.index("--seed_everything") + 1] == "43"
         assert flags[flags.index("--trainer.default_root_dir") + 1].endswith("seed-43/seqcls/rte")
         assert {"--data.max_length", "--seed_everything"} <= set(flags)
+        # Pairs read jointly, as run_glue and the former defaults read them; the defaults choose.
+        stsb = glue.seqcls_fit_args("stsb", train, dev, args, seed=43)
+        assert ("--data.pair_encoding" in stsb) == (recipe != "default")
+        if recipe != "default":
+            assert stsb[stsb.index("--data.pair_encoding") + 1] == "joint"
+        assert "--data.pair_encoding" not in glue.seqcls_fit_args("cola", train, dev, args, 43)
 
 
 def test_seqcls_args_follow_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
