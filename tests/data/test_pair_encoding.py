@@ -217,8 +217,11 @@ def test_unset_a_sentence_encoders_similarity_scores_are_read_apart(
         {"pair_encoding": "joint"},
     ]:
         assert make_data(**{**scores, **overrides}).pair_encoding == "joint", overrides
-    saved = model_folder(tmp_path / "fine-tuned", seqcls_pair_encoding="joint")
-    assert make_data(**{**scores, "tokenizer_name_or_path": saved}).pair_encoding == "joint"
+    # A sentence encoder that seqcls fine-tuned jointly keeps reading its pairs jointly.
+    saved = Path(model_folder(tmp_path / "fine-tuned", seqcls_pair_encoding="joint"))
+    for name in ("modules.json", "1_Pooling"):
+        (saved / name).symlink_to(Path(encoder) / name)
+    assert make_data(**{**scores, "tokenizer_name_or_path": str(saved)}).pair_encoding == "joint"
     single = make_data(**scores, text_pair_column=None)
     assert single.pair_encoding == "joint"
 
