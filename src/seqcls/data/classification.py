@@ -223,7 +223,7 @@ class TextClassificationDataModule(ClassificationBatches):
         # Read for single texts too: a model that reads pairs separately cannot read one text.
         self._pair_encoding = pair_encoding or model_pair_encoding(tokenizer_name_or_path)
         check_pair_encoding(
-            self._pair_encoding or "joint",
+            self._pair_encoding,
             given=pair_encoding is not None,
             text_pair_column=text_pair_column,
             window_stride=window_stride,

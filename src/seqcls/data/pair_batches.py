@@ -31,7 +31,7 @@ SIDES = ((INPUT_IDS, ATTENTION_MASK), (PAIR_INPUT_IDS, PAIR_ATTENTION_MASK))
 
 
 def check_pair_encoding(
-    pair_encoding: PairEncoding,
+    pair_encoding: PairEncoding | None,
     *,
     given: bool,
     text_pair_column: str | None,
@@ -39,7 +39,8 @@ def check_pair_encoding(
     packing: bool | Literal["auto"],
 ) -> None:
     """Fail on options that cannot work with pairs encoded separately, naming the flag and the
-    fix; ``given``: the encoding was a flag, not the model's (``model_pair_encoding``)."""
+    fix; None: unset, chosen later (``unset_pair_encoding``), never ``separate`` where these
+    fail; ``given``: the encoding was a flag, not the model's (``model_pair_encoding``)."""
     if pair_encoding != "separate":
         return
     flag = (
