@@ -49,6 +49,7 @@ class SequenceClassifier(pl.LightningModule):
         adam_epsilon: float = 1e-8,
         class_weights: ClassWeights = None,
         label_smoothing: float = 0.0,
+        rdrop_alpha: float = 0.0,
         threshold: float = 0.5,
         calibrate: bool = True,
         gradient_checkpointing: bool = False,
@@ -90,6 +91,10 @@ class SequenceClassifier(pl.LightningModule):
             label_smoothing: Single-label only: train towards ``1 - label_smoothing`` on the
                 true label and the rest spread evenly over all labels (as
                 ``torch.nn.CrossEntropyLoss`` defines it). 0: none.
+            rdrop_alpha: Single-label only: R-Drop (Liang et al. 2021). Each training row is
+                scored twice under two dropout masks, and this weighs the symmetric KL
+                divergence between the two predictions added to their mean cross-entropy.
+                A training step costs twice as much. 0: off (``rdrop.py``).
             threshold: Multi-label only: a label is predicted when its probability reaches this
                 (unless ``calibrate`` tuned one per label).
             calibrate: After fit, fit on the validation rows a temperature (single-label: the
@@ -146,8 +151,11 @@ class SequenceClassifier(pl.LightningModule):
             self.hparams["learning_rate"] = learning_rate
         self.learning_rate, self.weight_decay = learning_rate, weight_decay
         self.warmup_ratio, self.threshold = warmup_ratio, threshold
-        check_loss_options(class_weights, label_smoothing, problem_type, len(label_names))
+        check_loss_options(
+            class_weights, label_smoothing, problem_type, len(label_names), rdrop_alpha
+        )
         self.class_weights, self.label_smoothing = class_weights, label_smoothing
+        self.rdrop_alpha = rdrop_alpha
         weights = (
             torch.tensor(class_weights, dtype=torch.float)
             if isinstance(class_weights, list)
@@ -263,6 +271,7 @@ class SequenceClassifier(pl.LightningModule):
             self.labels.problem_type,
             self.class_weight,
             self.label_smoothing,
+            self.rdrop_alpha,
         )
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.

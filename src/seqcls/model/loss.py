@@ -10,20 +10,27 @@ from seqcls.data.columns import LABELS
 from seqcls.data.labels import ProblemType
 from seqcls.data.packing import PRESENT, examples_in, has_empty_slots
 from seqcls.errors import ConfigurationError
+from seqcls.model.rdrop import rdrop_loss
 from seqcls.option_ranges import check_range
 
 ClassWeights = Literal["auto"] | list[float] | None
 
 
 def check_loss_options(
-    class_weights: ClassWeights, label_smoothing: float, problem_type: ProblemType, labels: int
+    class_weights: ClassWeights,
+    label_smoothing: float,
+    problem_type: ProblemType,
+    labels: int,
+    rdrop_alpha: float = 0.0,
 ) -> None:
     """Fail with one line for options the problem type or the label count cannot take."""
     check_range("model.label_smoothing", label_smoothing)  # for the Python API too
+    check_range("model.rdrop_alpha", rdrop_alpha)
     single = problem_type == "single_label_classification"
     for flag, value, unset in [
         ("class_weights", class_weights, None),
         ("label_smoothing", label_smoothing, 0.0),
+        ("rdrop_alpha", rdrop_alpha, 0.0),
     ]:
         if value != unset and not single:
             raise ConfigurationError(
@@ -105,9 +112,12 @@ def training_loss(
     problem_type: ProblemType,
     weight: torch.Tensor | None,
     label_smoothing: float,
+    rdrop_alpha: float = 0.0,
 ) -> torch.Tensor:
     """The training batch's mean loss over its rows, from its pieces (sub-batches, or the one
     batch) each scored by ``score`` (the model's forward pass)."""
+    if rdrop_alpha:
+        return rdrop_loss(pieces, score, weight, label_smoothing, rdrop_alpha)
     if len(pieces) == 1 and has_empty_slots(pieces[0]):
         (batch,) = pieces
         logits = score(batch).logits
