@@ -14,7 +14,6 @@ from torch.nn import functional
 
 from seqcls.data.columns import LABELS as LABELS_KEY
 from seqcls.data.packing import PRESENT
-from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.rdrop import rdrop_loss, symmetric_kl
 
@@ -118,21 +117,3 @@ def test_in_training_the_two_passes_draw_different_masks(
     assert symmetric_kl(first, second).mean().item() > 0
     loss.backward()
     assert model.model.classifier.weight.grad is not None
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"rdrop_alpha": -1.0}, r"--model\.rdrop_alpha -1: give a value of at least 0"),
-        (
-            {"rdrop_alpha": 1.0, "problem_type": "regression", "label_names": ["score"]},
-            r"--model\.rdrop_alpha 1\.0: only single-label",
-        ),
-    ],
-)
-def test_bad_rdrop_options_fail_in_one_line(
-    tiny_bert: Path, options: dict[str, object], message: str
-) -> None:
-    arguments: dict[str, object] = {"label_names": LABELS, **options}
-    with pytest.raises(ConfigurationError, match=message):
-        SequenceClassifier(str(tiny_bert), **arguments)  # type: ignore[arg-type]

@@ -218,6 +218,11 @@ def test_auto_class_weights_come_from_the_training_labels(tiny_bert: Path, tmp_p
             {"label_smoothing": 0.1, "problem_type": "regression", "label_names": ["score"]},
             r"--model\.label_smoothing 0\.1: only single-label",
         ),
+        ({"rdrop_alpha": -1.0}, r"--model\.rdrop_alpha -1: give a value of at least 0"),
+        (
+            {"rdrop_alpha": 1.0, "problem_type": "regression", "label_names": ["score"]},
+            r"--model\.rdrop_alpha 1\.0: only single-label",
+        ),
     ],
 )
 def test_bad_loss_options_fail_in_one_line(
