@@ -26,6 +26,7 @@ from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
+from seqcls.model.rdrop import rdrop_loss
 from seqcls.model.scored_rows import ScoredRows, score_rows
 from seqcls.model.xla_attention import use_device_side_attention_mask
 from seqcls.xla_options import check_xla_model
@@ -265,14 +266,11 @@ class SequenceClassifier(pl.LightningModule):
     def training_step(self, batch: BatchOrPieces, batch_idx: int) -> torch.Tensor:
         pieces = pieces_of(batch)
         rows = sum(examples_in(piece) for piece in pieces)
-        loss = training_loss(
-            pieces,
-            self,
-            self.labels.problem_type,
-            self.class_weight,
-            self.label_smoothing,
-            self.rdrop_alpha,
-        )
+        weight, smoothing = self.class_weight, self.label_smoothing
+        if self.rdrop_alpha:
+            loss = rdrop_loss(pieces, self, weight, smoothing, self.rdrop_alpha)
+        else:
+            loss = training_loss(pieces, self, self.labels.problem_type, weight, smoothing)
         # Lightning reads progress-bar values back to the host after every step, even with the
         # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
         in_progress_bar = not is_xla(self.trainer)

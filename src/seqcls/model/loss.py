@@ -10,7 +10,6 @@ from seqcls.data.columns import LABELS
 from seqcls.data.labels import ProblemType
 from seqcls.data.packing import PRESENT, examples_in, has_empty_slots
 from seqcls.errors import ConfigurationError
-from seqcls.model.rdrop import rdrop_loss
 from seqcls.option_ranges import check_range
 
 ClassWeights = Literal["auto"] | list[float] | None
@@ -60,18 +59,22 @@ def cross_entropy_sum(
     labels: torch.Tensor,
     weight: torch.Tensor | None,
     label_smoothing: float,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The summed cross-entropy of these rows and what the batch's mean divides it by.
 
     Returned apart, so that a batch split into pieces (sub-batches) sums both over its pieces
     and gets exactly the mean of the whole batch, as ``functional.cross_entropy`` defines it
-    with ``weight`` (divided by the sum of the rows' label weights).
+    with ``weight`` (divided by the sum of the rows' label weights). ``keep``: 1 for the rows
+    that count, 0 for a fixed-shape batch's empty slots; unset, every row counts.
     """
     losses = functional.cross_entropy(
         logits.float(), labels, weight=weight, label_smoothing=label_smoothing, reduction="none"
     )
-    total = weight[labels].sum() if weight is not None else torch.tensor(float(len(labels)))
-    return losses.sum(), total.to(losses.device)
+    if keep is None:
+        keep = torch.ones(len(labels), device=losses.device)
+    rows = weight[labels] * keep if weight is not None else keep
+    return (losses * keep).sum(), rows.sum()
 
 
 def masked_mean_loss(
@@ -112,12 +115,9 @@ def training_loss(
     problem_type: ProblemType,
     weight: torch.Tensor | None,
     label_smoothing: float,
-    rdrop_alpha: float = 0.0,
 ) -> torch.Tensor:
     """The training batch's mean loss over its rows, from its pieces (sub-batches, or the one
     batch) each scored by ``score`` (the model's forward pass)."""
-    if rdrop_alpha:
-        return rdrop_loss(pieces, score, weight, label_smoothing, rdrop_alpha)
     if len(pieces) == 1 and has_empty_slots(pieces[0]):
         (batch,) = pieces
         logits = score(batch).logits

@@ -15,6 +15,7 @@ from torch.nn import functional
 
 from seqcls.data.columns import LABELS
 from seqcls.data.packing import PRESENT, has_empty_slots
+from seqcls.model.loss import cross_entropy_sum
 
 
 def symmetric_kl(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
@@ -47,14 +48,12 @@ def rdrop_loss(
             if has_empty_slots(piece)
             else torch.ones(len(labels), device=first.device)
         )
-        entropy = sum(
-            functional.cross_entropy(
-                logits, labels, weight=weight, label_smoothing=label_smoothing, reduction="none"
-            )
+        (first_sum, divisor), (second_sum, _) = (
+            cross_entropy_sum(logits, labels, weight, label_smoothing, keep)
             for logits in (first, second)
         )
-        entropy_sums.append((entropy / 2 * keep).sum())
-        divisors.append((weight[labels] * keep).sum() if weight is not None else keep.sum())
+        entropy_sums.append((first_sum + second_sum) / 2)
+        divisors.append(divisor)
         divergence_sums.append((symmetric_kl(first, second) * keep).sum())
         rows.append(keep.sum())
     entropy_mean = torch.stack(entropy_sums).sum() / torch.stack(divisors).sum()
