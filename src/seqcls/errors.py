@@ -1,5 +1,7 @@
-"""The one exception type for mistakes a user can fix."""
+"""The one exception type for mistakes a user can fix, and the line for a model that
+cannot be loaded."""
 
+import difflib
 import os
 
 
@@ -21,7 +23,7 @@ def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationE
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
     unreachable = "couldn't connect" in reason.lower() or isinstance(error, ConnectionError)
-    local = name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    local = names_a_local_path(name_or_path)
     # A bucket folder that holds files, but no model (a run directory, say): its listing
     # says what it is (cloud/storage.py local_model_dir).
     listed = "://" in name_or_path and reason.startswith("no config.json in")
@@ -30,6 +32,9 @@ def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationE
     elif local:
         reason = "no such directory"
         hint = "check the path, or give a hub id such as FacebookAI/roberta-base"
+        close = closest_existing_path(name_or_path)
+        if close:
+            hint = f"did you mean {close}? ({hint})"
     elif offline:
         reason = "not a local directory, and not in the Hugging Face cache"
         hint = (
@@ -45,3 +50,38 @@ def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationE
     else:
         hint = "give a local model directory, or a hub id with network access"
     return ConfigurationError(f"{flag}: cannot load {name_or_path!r}: {reason}; {hint}")
+
+
+def names_a_local_path(name_or_path: str) -> bool:
+    """Whether a model name can only be a local path.
+
+    A hub id is ``name`` or ``owner/name``. So is ``models/my-model``, but where ``models`` is
+    a folder here, the name is that folder's, and a mistyped one: asking the hub would retry
+    for seconds and then blame the network.
+    """
+    if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
+        return True
+    owner, slash, _ = name_or_path.partition("/")
+    return bool(slash) and os.path.isdir(owner)
+
+
+def closest_existing_path(path: str) -> str | None:
+    """The existing path most like a missing ``path``: its deepest existing folder, then the
+    entry there closest to the name that follows it; None where nothing is close."""
+    parts = os.path.normpath(os.path.expanduser(path)).split(os.sep)
+    for depth in range(len(parts) - 1, 0, -1):
+        folder = os.sep.join(parts[:depth]) or os.sep
+        if os.path.isdir(folder):
+            break
+    else:
+        folder, depth = os.curdir, 0
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return None
+    close = difflib.get_close_matches(parts[depth], entries, n=1, cutoff=0.6)
+    if not close:
+        return None
+    found = os.path.join(folder, close[0]) if depth else close[0]
+    whole = os.path.join(found, *parts[depth + 1 :])
+    return whole if os.path.exists(whole) else found

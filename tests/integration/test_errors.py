@@ -334,12 +334,28 @@ def test_model_directory_that_does_not_exist(capsys, tiny_bert: Path, tmp_path: 
 
 
 def test_hub_id_offline_names_the_offline_mode(capsys, tiny_bert: Path, tmp_path: Path) -> None:
-    line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "models/mine")
+    line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "someone/mine")
     assert (
-        "cannot load 'models/mine': not a local directory, and not in the Hugging Face cache"
+        "cannot load 'someone/mine': not a local directory, and not in the Hugging Face cache"
         in (line)
     )
     assert "HF_HUB_OFFLINE is set, so the hub is not asked" in line
+
+
+def test_a_mistyped_model_folder_is_named_without_asking_the_hub(
+    capsys, tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "models/my-modle" could be a hub id (owner/name), but models/ is a folder here: the
+    # name is a path, and the run stops at once instead of retrying the hub.
+    (tmp_path / "models" / "my-model").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "models/my-modle")
+    assert line == (
+        "seqcls: error: --model.model_name_or_path: cannot load 'models/my-modle': no such "
+        "directory; did you mean models/my-model? (check the path, or give a hub id such as "
+        "FacebookAI/roberta-base)"
+    )
 
 
 def test_class_weights_of_the_wrong_length(capsys, tiny_bert: Path, tmp_path: Path) -> None:

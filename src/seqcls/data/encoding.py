@@ -30,7 +30,7 @@ from seqcls.data.selection import Subset
 from seqcls.data.sources import Source
 from seqcls.data.tables import column_values, require_columns
 from seqcls.data.windows import group_windows, overlap
-from seqcls.errors import ConfigurationError, unloadable
+from seqcls.errors import ConfigurationError, names_a_local_path, unloadable
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +104,11 @@ def _model_config(name_or_path: str) -> str | None:
         if exists(name_or_path):
             return None  # a folder, as a local one without config.json: what it is is named
         raise unloadable("--model.model_name_or_path", name_or_path, error) from None
-    if not os.path.exists(directory) and _names_a_path(name_or_path):
+    if not os.path.exists(directory) and names_a_local_path(name_or_path):
         missing = FileNotFoundError(f"no such directory: {directory}")
         raise unloadable("--model.model_name_or_path", name_or_path, missing)
     path = os.path.join(directory, "config.json")
     return Path(path).read_text(encoding="utf-8") if os.path.isfile(path) else None
-
-
-def _names_a_path(name_or_path: str) -> bool:
-    """Whether a model name can only be a path (a hub id is ``name`` or ``owner/name``)."""
-    return name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
 
 
 def _what_it_is(name_or_path: str | None) -> str:
