@@ -43,6 +43,9 @@ def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
     assert parts["products_gflop"] * 1e9 <= (6 * linear * tokens + attention) * 1.01
     for name in ("products_ms", "update_ms", "attention_ms", "outside_operators_ms"):
         assert 0 < parts[name] < parts["profiled_step_ms"], name
+    # Timed without the profiler, in the one timed step.
+    for name in ("update_ms_unprofiled", "embedding_backward_ms_unprofiled"):
+        assert 0 < parts[name] < parts["step_ms"], name
     assert parts["other_ms"] < parts["profiled_step_ms"]
     largest = [float(item.split()[1]) for item in parts["largest_other_ms"].split(", ")]
     assert len(largest) == 4
