@@ -68,6 +68,7 @@ RANGES: dict[str, Range] = {
     "model.class_weights": Range(low=0, low_open=True, example="[1.0, 3.0]"),  # a list, or auto
     "model.label_smoothing": Range(low=0, high=1, high_open=True, example="0.1"),
     "model.rdrop_alpha": Range(low=0, example="1.0"),
+    "model.dropout": Range(low=0, high=1, high_open=True, example="0.1"),
     "model.threshold": Range(low=0, high=1, low_open=True, high_open=True, example="0.5"),
     "model.reinit_layers": Range(low=0, example="2"),
     "data.batch_size": Range(low=1, example="32"),

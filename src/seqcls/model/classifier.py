@@ -51,6 +51,7 @@ class SequenceClassifier(pl.LightningModule):
         class_weights: ClassWeights = None,
         label_smoothing: float = 0.0,
         rdrop_alpha: float = 0.0,
+        dropout: float | None = None,
         threshold: float = 0.5,
         calibrate: bool = True,
         gradient_checkpointing: bool = False,
@@ -96,6 +97,10 @@ class SequenceClassifier(pl.LightningModule):
                 scored twice under two dropout masks, and this weighs the symmetric KL
                 divergence between the two predictions added to their mean cross-entropy.
                 A training step costs twice as much. 0: off (``rdrop.py``).
+            dropout: The rate of every dropout of the model: its layers' outputs, attention
+                and the classification head's input (set on the model's config as it is
+                built, under each architecture's names). Unset: the checkpoint's own (0.1 for
+                BERT, RoBERTa and MiniLM). Saved in the exported model's config.
             threshold: Multi-label only: a label is predicted when its probability reaches this
                 (unless ``calibrate`` tuned one per label).
             calibrate: After fit, fit on the validation rows a temperature (single-label: the
@@ -169,7 +174,10 @@ class SequenceClassifier(pl.LightningModule):
         # exported model (see run/report.py); none until then.
         self.calibration: Calibration | None = None
         self.model, plan = load_classifier(
-            model_name_or_path, self.labels, gradient_checkpointing=gradient_checkpointing
+            model_name_or_path,
+            self.labels,
+            gradient_checkpointing=gradient_checkpointing,
+            dropout=dropout,
         )
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
         self.label_layer_source = plan.source

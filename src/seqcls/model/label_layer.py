@@ -52,15 +52,20 @@ class LabelLayerPlan:
 
 
 def load_classifier(
-    name_or_path: str, labels: LabelSpace, *, gradient_checkpointing: bool = False
+    name_or_path: str,
+    labels: LabelSpace,
+    *,
+    gradient_checkpointing: bool = False,
+    dropout: float | None = None,
 ) -> tuple[PreTrainedModel, LabelLayerPlan]:
     """A sequence classifier for ``labels`` from ``name_or_path``, in training mode: the
     checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``),
-    with where that layer came from."""
+    with where that layer came from. ``dropout``: every dropout rate, unset: the checkpoint's."""
     model = load_for_training(
         AutoModelForSequenceClassification,
         name_or_path,
         gradient_checkpointing=gradient_checkpointing,
+        dropout=dropout,
         num_labels=labels.num_outputs,
         problem_type=labels.problem_type,
         id2label=dict(enumerate(labels.names)),

@@ -10,16 +10,25 @@ from torch.nn import Embedding, Module
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
-from seqcls.errors import unloadable
+from seqcls.errors import ConfigurationError, unloadable
+from seqcls.option_ranges import check_range
 
 
 def load_for_training(
-    auto_class: Any, name_or_path: str, *, gradient_checkpointing: bool = False, **options: Any
+    auto_class: Any,
+    name_or_path: str,
+    *,
+    gradient_checkpointing: bool = False,
+    dropout: float | None = None,
+    **options: Any,
 ) -> Any:
-    """``auto_class.from_pretrained`` on a local copy, in training mode.
+    """``auto_class.from_pretrained`` on a local copy, in training mode; ``dropout``: every
+    dropout rate of the model, unset: the checkpoint's own (``dropout_settings``).
 
     A load failure becomes one line naming ``--model.model_name_or_path``.
     """
+    if dropout is not None:
+        options |= dropout_settings(checkpoint_config(name_or_path), dropout)
     try:
         model = auto_class.from_pretrained(
             local_model_dir(name_or_path, default_cache_dir()), **options
@@ -40,6 +49,31 @@ def checkpoint_config(name_or_path: str) -> PretrainedConfig:
         return AutoConfig.from_pretrained(local_model_dir(name_or_path, default_cache_dir()))
     except (OSError, ValueError) as error:
         raise unloadable("--model.model_name_or_path", name_or_path, error) from None
+
+
+def dropout_settings(config: PretrainedConfig, rate: float) -> dict[str, float]:
+    """The config settings that give every dropout of a model ``rate``.
+
+    Each architecture names its own: BERT, RoBERTa and ELECTRA ``hidden_dropout_prob``,
+    ``attention_probs_dropout_prob`` and ``classifier_dropout`` (unset there: the hidden
+    rate), DeBERTa-v2 ``pooler_dropout`` too, DistilBERT ``dropout``, ``attention_dropout``
+    and ``seq_classif_dropout``. So every setting whose name says dropout is set, and they
+    take effect as the model is built.
+    """
+    names = sorted(
+        name
+        for name, value in config.to_dict().items()
+        if "dropout" in name
+        and (value is None or isinstance(value, float | int))
+        and not isinstance(value, bool)
+    )
+    check_range("model.dropout", rate)  # for the Python API too
+    if not names:
+        raise ConfigurationError(
+            f"--model.dropout {rate}: the config of this {config.model_type} model has no "
+            "dropout setting to change; leave --model.dropout unset"
+        )
+    return dict.fromkeys(names, rate)
 
 
 def base_encoder(model: PreTrainedModel) -> Module | None:

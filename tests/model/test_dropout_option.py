@@ -1,0 +1,65 @@
+"""``--model.dropout``: one rate for every dropout of the model, under each architecture's
+names, or the checkpoint's own when unset."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import Dropout
+from transformers import AutoConfig, DistilBertConfig, PretrainedConfig
+
+from seqcls.errors import ConfigurationError
+from seqcls.model.classifier import SequenceClassifier
+from seqcls.model.pretrained import dropout_settings
+
+LABELS = ["a", "b"]
+
+
+def logits_twice(model: SequenceClassifier) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two forward passes of one batch in training mode, where dropout acts."""
+    model.train()
+    batch = {"input_ids": torch.randint(5, 90, (4, 12)), "attention_mask": torch.ones(4, 12)}
+    with torch.no_grad():
+        return model(batch).logits, model(batch).logits
+
+
+@pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
+def test_a_rate_of_zero_turns_every_dropout_off(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    path = str(request.getfixturevalue(fixture))
+    assert AutoConfig.from_pretrained(path).hidden_dropout_prob > 0
+    default = SequenceClassifier(path, label_names=LABELS)
+    first, second = logits_twice(default)
+    assert not torch.equal(first, second)  # the checkpoint's own dropout draws new masks
+
+    off = SequenceClassifier(path, label_names=LABELS, dropout=0.0)
+    first, second = logits_twice(off)
+    assert torch.equal(first, second)
+    config = off.model.config
+    assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
+    assert config.classifier_dropout == 0.0  # recorded in the exported model's config
+
+
+def test_every_dropout_layer_takes_the_rate(tiny_bert: Path) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABELS, dropout=0.3)
+    rates = {module.p for module in model.model.modules() if isinstance(module, Dropout)}
+    assert rates == {0.3}
+    assert model.model.config.attention_probs_dropout_prob == 0.3
+
+
+def test_each_architecture_names_its_own_settings() -> None:
+    assert dropout_settings(DistilBertConfig(), 0.2) == {
+        "attention_dropout": 0.2,
+        "dropout": 0.2,
+        "qa_dropout": 0.2,
+        "seq_classif_dropout": 0.2,
+    }
+    with pytest.raises(ConfigurationError, match=r"--model\.dropout 0\.2: the config of this"):
+        dropout_settings(PretrainedConfig(), 0.2)
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0])
+def test_a_rate_outside_zero_to_one_is_one_line(tiny_bert: Path, rate: float) -> None:
+    with pytest.raises(ConfigurationError, match=rf"--model\.dropout {rate:g}: give a value in"):
+        SequenceClassifier(str(tiny_bert), label_names=LABELS, dropout=rate)
