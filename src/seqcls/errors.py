@@ -32,6 +32,10 @@ def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationE
     elif local:
         reason = "no such directory"
         hint = "check the path, or give a hub id such as FacebookAI/roberta-base"
+        if name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/", "~")):
+            owner = name_or_path.partition("/")[0]
+            reason += f" ({owner}/ is a folder here, so the name is a path, not a hub id)"
+            hint = f"check the path, or run where no {owner}/ folder is to load the hub id"
         close = closest_existing_path(name_or_path)
         if close:
             hint = f"did you mean {close}? ({hint})"

@@ -353,8 +353,9 @@ def test_a_mistyped_model_folder_is_named_without_asking_the_hub(
     line = fit_error(capsys, tiny_bert, tmp_path, "--model.model_name_or_path", "models/my-modle")
     assert line == (
         "seqcls: error: --model.model_name_or_path: cannot load 'models/my-modle': no such "
-        "directory; did you mean models/my-model? (check the path, or give a hub id such as "
-        "FacebookAI/roberta-base)"
+        "directory (models/ is a folder here, so the name is a path, not a hub id); did you "
+        "mean models/my-model? (check the path, or run where no models/ folder is to load the "
+        "hub id)"
     )
 
 
