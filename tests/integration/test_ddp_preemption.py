@@ -44,6 +44,8 @@ def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]
     args = [
         "fit", "--config", str(REPO / "configs/local.yaml"),
         "--model.model_name_or_path", str(model),
+        # Dropout on (off by default): each process must restore its own random state too.
+        "--model.dropout", "0.1",
         "--data.max_train_samples", "64", "--data.batch_size", "8",
         "--data.validation_file", validation_rows(run.parent),
         "--data.cache_dir", str(run.parent / "cache"),

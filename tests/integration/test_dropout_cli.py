@@ -1,5 +1,5 @@
 """``--model.dropout`` through the real CLI: the run records it, trains with it, and the exported
-model's config carries the rate it was trained with."""
+model's config carries the rate it was trained with; unset, none."""
 
 import json
 from pathlib import Path
@@ -21,6 +21,15 @@ def test_the_rate_reaches_the_run_and_the_exported_model(
     assert exported["hidden_dropout_prob"] == exported["attention_probs_dropout_prob"] == 0.25
     assert exported["classifier_dropout"] == 0.25
     assert (run / "metrics.json").is_file()
+
+
+def test_unset_the_exported_model_trained_without_dropout(
+    tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    main(fit_args(run, tiny_bert, tmp_path / "cache"))
+    exported = json.loads((run / "model" / "config.json").read_text())
+    assert exported["hidden_dropout_prob"] == exported["attention_probs_dropout_prob"] == 0.0
 
 
 def test_a_rate_of_one_stops_before_any_work(

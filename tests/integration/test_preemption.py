@@ -59,6 +59,8 @@ def fit_args(run: Path, model: Path, *extra: str) -> list[str]:
         "--data.validation_file", str(SAMPLE / "validation.csv"),
         "--data.max_train_samples", "64",
         "--data.batch_size", "16",
+        # Dropout on (off by default): the resumed run must restore its random state too.
+        "--model.dropout", "0.1",
         "--trainer.max_epochs", str(EPOCHS),
         "--trainer.log_every_n_steps", "1",
         "--trainer.enable_progress_bar", "false",

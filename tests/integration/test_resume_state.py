@@ -42,6 +42,7 @@ def fit(run: Path, model: Path, *callbacks: dict[str, Any]) -> None:
         "--config", str(REPO / "configs/local.yaml"),
         "--model.model_name_or_path", str(model),
         "--model.learning_rate", "1e-3",
+        "--model.dropout", "0.1",  # on (off by default): its random state must resume too
         "--data.train_file", str(SAMPLE / "train.csv"),
         "--data.validation_file", str(SAMPLE / "validation.csv"),
         "--data.max_train_samples", "64",

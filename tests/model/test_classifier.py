@@ -48,7 +48,8 @@ class RecordsTrainingMode(SequenceClassifier):
 
 
 def test_dropout_is_active_inside_training_step(tiny_bert: Path, tmp_path: Path) -> None:
-    model = RecordsTrainingMode(str(tiny_bert), label_names=LABELS)
+    # A rate given: unset, a fit trains without dropout (test_dropout_option.py).
+    model = RecordsTrainingMode(str(tiny_bert), label_names=LABELS, dropout=0.1)
     model.modes = []
     quick_trainer(tmp_path).fit(model, datamodule=sample_data(tiny_bert, tmp_path / "cache"))
     assert model.modes == [True, True]

@@ -1,5 +1,5 @@
 """``--model.dropout``: one rate for every dropout of the model, under each architecture's
-names, or the checkpoint's own when unset."""
+names; unset, none, or the checkpoint's own with R-Drop, which needs dropout's masks."""
 
 from pathlib import Path
 
@@ -24,21 +24,27 @@ def logits_twice(model: SequenceClassifier) -> tuple[torch.Tensor, torch.Tensor]
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
-def test_a_rate_of_zero_turns_every_dropout_off(
-    fixture: str, request: pytest.FixtureRequest
-) -> None:
+def test_unset_there_is_no_dropout(fixture: str, request: pytest.FixtureRequest) -> None:
     path = str(request.getfixturevalue(fixture))
     assert AutoConfig.from_pretrained(path).hidden_dropout_prob > 0
+    kept = SequenceClassifier(path, label_names=LABELS, dropout=0.1)
+    first, second = logits_twice(kept)
+    assert not torch.equal(first, second)  # a rate above 0 draws new masks at each pass
+
     default = SequenceClassifier(path, label_names=LABELS)
     first, second = logits_twice(default)
-    assert not torch.equal(first, second)  # the checkpoint's own dropout draws new masks
-
-    off = SequenceClassifier(path, label_names=LABELS, dropout=0.0)
-    first, second = logits_twice(off)
     assert torch.equal(first, second)
-    config = off.model.config
+    config = default.model.config
     assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == 0.0
     assert config.classifier_dropout == 0.0  # recorded in the exported model's config
+    assert default.hparams["dropout"] == 0.0  # what trained, for the checkpoint and the card
+
+
+def test_with_rdrop_unset_is_the_checkpoints_own(tiny_bert: Path) -> None:
+    model = SequenceClassifier(str(tiny_bert), label_names=LABELS, rdrop_alpha=1.0)
+    own = AutoConfig.from_pretrained(tiny_bert)
+    assert model.model.config.hidden_dropout_prob == own.hidden_dropout_prob > 0
+    assert model.hparams["dropout"] is None
 
 
 def test_every_dropout_layer_takes_the_rate(tiny_bert: Path) -> None:

@@ -136,10 +136,14 @@ def test_validating_more_often_trains_the_same_weights(tiny_bert: Path, tmp_path
     """The recipe's extra validations only look: the rows, their order, dropout's random
     numbers and so the weights are those of a run that validates once an epoch. (So a
     recipe run's epoch-end validations are what that run would have scored.)"""
-    once = fit(tmp_path / "once", tiny_bert, "--trainer.max_epochs", "2", "--seed_everything", "3")
+    dropout = ("--model.dropout", "0.1")  # on (off by default), so its draws are compared too
+    once = fit(
+        tmp_path / "once", tiny_bert, "--trainer.max_epochs", "2", "--seed_everything", "3",
+        *dropout,
+    )  # fmt: skip
     often = fit(
         tmp_path / "often", tiny_bert, "--trainer.max_epochs", "2", "--seed_everything", "3",
-        "--trainer.val_check_interval", "0.5",
+        "--trainer.val_check_interval", "0.5", *dropout,
     )  # fmt: skip
     assert validation_steps(tmp_path / "often") == [1, 3, 5, 7]
     weights = once.model.state_dict()  # type: ignore[attr-defined]
