@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch.nn import Dropout
-from transformers import AutoConfig, DistilBertConfig, PretrainedConfig
+from transformers import AutoConfig, DistilBertConfig, GPT2Config, PretrainedConfig
 
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
@@ -61,6 +61,14 @@ def test_each_architecture_names_its_own_settings() -> None:
         "qa_dropout": 0.2,
         "seq_classif_dropout": 0.2,
     }
+    assert dropout_settings(GPT2Config(), 0.0) == {
+        "attn_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "resid_pdrop": 0.0,
+        "summary_first_dropout": 0.0,
+    }
+    # A model without dropout settings: nothing to turn off (the default), none to set.
+    assert dropout_settings(PretrainedConfig(), 0.0) == {}
     with pytest.raises(ConfigurationError, match=r"--model\.dropout 0\.2: the config of this"):
         dropout_settings(PretrainedConfig(), 0.2)
 

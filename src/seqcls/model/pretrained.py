@@ -57,21 +57,22 @@ def dropout_settings(config: PretrainedConfig, rate: float) -> dict[str, float]:
     Each architecture names its own: BERT, RoBERTa and ELECTRA ``hidden_dropout_prob``,
     ``attention_probs_dropout_prob`` and ``classifier_dropout`` (unset there: the hidden
     rate), DeBERTa-v2 ``pooler_dropout`` too, DistilBERT ``dropout``, ``attention_dropout``
-    and ``seq_classif_dropout``. So every setting whose name says dropout is set, and they
-    take effect as the model is built.
+    and ``seq_classif_dropout``, GPT-2 ``attn_pdrop`` and ``resid_pdrop``. So every setting
+    whose name says dropout is set, and they take effect as the model is built. A model with
+    none has no dropout to turn off: a rate of 0 leaves it as it is.
     """
     names = sorted(
         name
         for name, value in config.to_dict().items()
-        if "dropout" in name
+        if ("dropout" in name or name.endswith("_pdrop"))
         and (value is None or isinstance(value, float | int))
         and not isinstance(value, bool)
     )
     check_range("model.dropout", rate)  # for the Python API too
-    if not names:
+    if not names and rate > 0:
         raise ConfigurationError(
             f"--model.dropout {rate}: the config of this {config.model_type} model has no "
-            "dropout setting to change; leave --model.dropout unset"
+            "dropout setting to change; leave --model.dropout unset, which trains it as it is"
         )
     return dict.fromkeys(names, rate)
 
