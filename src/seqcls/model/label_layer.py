@@ -32,7 +32,7 @@ from transformers import AutoModelForSequenceClassification, PretrainedConfig, P
 from seqcls.data.labels import LabelSpace
 from seqcls.model.calibration import CONFIG_KEY as CALIBRATION_KEY
 from seqcls.model.layers import reinitialise
-from seqcls.model.pretrained import checkpoint_config, load_for_training
+from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,13 @@ def load_classifier(
     """A sequence classifier for ``labels`` from ``name_or_path``, in training mode: the
     checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``),
     with where that layer came from. ``dropout``: every dropout rate, unset: the checkpoint's."""
+    config = checkpoint_config(name_or_path)  # read once: the dropout names and the labels
+    rates = dropout_settings(config, dropout) if dropout is not None else {}
     model = load_for_training(
         AutoModelForSequenceClassification,
         name_or_path,
         gradient_checkpointing=gradient_checkpointing,
-        dropout=dropout,
+        **rates,
         num_labels=labels.num_outputs,
         problem_type=labels.problem_type,
         id2label=dict(enumerate(labels.names)),
@@ -74,7 +76,7 @@ def load_classifier(
         ignore_mismatched_sizes=True,
     )
     where = f"--model.model_name_or_path {name_or_path}"
-    return model, set_up_label_layer(model, checkpoint_config(name_or_path), labels, where)
+    return model, set_up_label_layer(model, config, labels, where)
 
 
 def checkpoint_labels(config: PretrainedConfig) -> list[str] | None:

@@ -15,20 +15,12 @@ from seqcls.option_ranges import check_range
 
 
 def load_for_training(
-    auto_class: Any,
-    name_or_path: str,
-    *,
-    gradient_checkpointing: bool = False,
-    dropout: float | None = None,
-    **options: Any,
+    auto_class: Any, name_or_path: str, *, gradient_checkpointing: bool = False, **options: Any
 ) -> Any:
-    """``auto_class.from_pretrained`` on a local copy, in training mode; ``dropout``: every
-    dropout rate of the model, unset: the checkpoint's own (``dropout_settings``).
+    """``auto_class.from_pretrained`` on a local copy, in training mode.
 
     A load failure becomes one line naming ``--model.model_name_or_path``.
     """
-    if dropout is not None:
-        options |= dropout_settings(checkpoint_config(name_or_path), dropout)
     try:
         model = auto_class.from_pretrained(
             local_model_dir(name_or_path, default_cache_dir()), **options
