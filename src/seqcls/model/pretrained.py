@@ -17,10 +17,14 @@ from seqcls.option_ranges import check_range
 def load_for_training(
     auto_class: Any, name_or_path: str, *, gradient_checkpointing: bool = False, **options: Any
 ) -> Any:
-    """``auto_class.from_pretrained`` on a local copy, in training mode.
+    """``auto_class.from_pretrained`` on a local copy, in training mode, its weights in fp32.
 
     A load failure becomes one line naming ``--model.model_name_or_path``.
     """
+    # transformers 5 loads weights in the dtype they were stored in: a checkpoint saved in fp16
+    # or bf16 would train in it, with no fp32 master weights. The run's --trainer.precision
+    # decides what the products compute in; the weights stay fp32.
+    options.setdefault("dtype", torch.float32)
     try:
         model = auto_class.from_pretrained(
             local_model_dir(name_or_path, default_cache_dir()), **options

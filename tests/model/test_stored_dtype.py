@@ -1,0 +1,40 @@
+"""A checkpoint stored in fp16 or bf16 trains with fp32 weights: transformers 5 would otherwise
+load it in the dtype it was stored in, and the optimizer would update half-precision weights."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+from seqcls.data.labels import LabelSpace
+from seqcls.model.label_layer import load_classifier
+from seqcls.model.pretrained import load_for_training
+
+
+@pytest.fixture(params=[torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+def stored_in_half(request: pytest.FixtureRequest, tiny_bert: Path, tmp_path: Path) -> Path:
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
+    model.to(request.param).save_pretrained(tmp_path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_bert / name).exists():
+            (tmp_path / name).write_bytes((tiny_bert / name).read_bytes())
+    stored = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    assert next(stored.parameters()).dtype == request.param  # what transformers alone does
+    return tmp_path
+
+
+def test_a_classifier_from_a_half_precision_checkpoint_has_fp32_weights(
+    stored_in_half: Path,
+) -> None:
+    model, _ = load_classifier(
+        str(stored_in_half), LabelSpace("single_label_classification", ("neg", "pos"))
+    )
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+
+
+def test_a_masked_lm_from_a_half_precision_checkpoint_has_fp32_weights(
+    stored_in_half: Path,
+) -> None:
+    model = load_for_training(AutoModelForMaskedLM, str(stored_in_half))
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
