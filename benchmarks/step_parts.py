@@ -2,10 +2,11 @@
 
 Trains ``--steps`` random batches of 32 texts from ``--train`` as a seqcls fit does on a CPU:
 one model row per batch with attention by segments, the last layer for the first token only,
-dropout masks from the fast generator, torch's matmul precision as a fit sets it
-(``--cpu-matmul-precision``), a fused AdamW update, freed memory kept for the next
-step. The first step warms up; the others are timed, and the last half of them also run under
-torch's profiler, whose per-operator times split a step into:
+no dropout unless ``--dropout`` asks for it (its masks then from the fast generator), SDPA at
+torch's default precision and the products at the one a fit sets (``--cpu-matmul-precision``),
+a fused AdamW update, freed memory kept for the next step. The first step warms up; the
+others are timed, and the last half of them also run under torch's profiler, whose
+per-operator times split a step into:
 
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
   count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
@@ -45,7 +46,7 @@ from harness import (
     write_json,
 )
 from torch.profiler import ProfilerActivity, profile
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.allocator import keep_freed_memory
 from seqcls.data.loaders import ONE_ROW_MULTIPLE
@@ -55,10 +56,12 @@ from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
+    keep_attention_in_mkl,
     torch_precision_for,
 )
 from seqcls.model.mean_pooling import pool_by_mean
 from seqcls.model.packed_forward import PackedForward
+from seqcls.model.pretrained import dropout_settings
 
 BATCH = 32
 PRODUCTS = {"aten::mm", "aten::addmm"}
@@ -91,6 +94,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pooling", choices=["first_token", "mean"], default="first_token",
                    help="as seqcls fit's --model.pooling: mean runs the last layer for every "
                    "token")  # fmt: skip
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="as seqcls fit's --model.dropout: every dropout rate (default 0, as "
+                   "seqcls fit's)")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if args.steps < 4:
@@ -191,11 +197,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     steps = args.steps
     batches = batches_of(args)
-    model = AutoModelForSequenceClassification.from_pretrained(args.model, num_labels=2).train()
+    rates = dropout_settings(AutoConfig.from_pretrained(args.model), args.dropout)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        args.model, num_labels=2, dtype=torch.float32, **rates
+    ).train()
     if args.pooling == "mean":
         pool_by_mean(model)
     else:
         compute_last_layer_for_first_token(model)
+    keep_attention_in_mkl(model)  # as a fit on a CPU: SDPA at torch's default precision
     use_cpu_dropout(model)
     forward = PackedForward(model)
     forward.use_segments()
@@ -241,6 +251,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     results = {
         "matmul_precision": torch.get_float32_matmul_precision(),
         "pooling": args.pooling,
+        "dropout": args.dropout,
         "step_ms": statistics.median(times[1:]) * 1e3,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,

@@ -27,6 +27,7 @@ def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
 
     assert report.is_file()
     assert parts["timed_steps"] == 1  # 4 steps: one warm-up, one timed, two profiled
+    assert parts["dropout"] == 0.0  # as seqcls fit's default
     # Every batch holds 32 of these texts; the tokens are their mean count per batch.
     lengths = [len(ids) for ids in AutoTokenizer.from_pretrained(tiny_bert)(texts)["input_ids"]]
     assert min(lengths) * 32 <= parts["tokens_per_step"] <= max(lengths) * 32
