@@ -46,7 +46,7 @@ from harness import (
     write_json,
 )
 from torch.profiler import ProfilerActivity, profile
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.allocator import keep_freed_memory
 from seqcls.data.loaders import ONE_ROW_MULTIPLE
@@ -61,7 +61,7 @@ from seqcls.model.matmul_precision import (
 )
 from seqcls.model.mean_pooling import pool_by_mean
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.pretrained import dropout_settings
+from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
 
 BATCH = 32
 PRODUCTS = {"aten::mm", "aten::addmm"}
@@ -197,10 +197,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     steps = args.steps
     batches = batches_of(args)
-    rates = dropout_settings(AutoConfig.from_pretrained(args.model), args.dropout)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        args.model, num_labels=2, dtype=torch.float32, **rates
-    ).train()
+    rates = dropout_settings(checkpoint_config(args.model), args.dropout)
+    model = load_for_training(AutoModelForSequenceClassification, args.model, num_labels=2, **rates)
     if args.pooling == "mean":
         pool_by_mean(model)
     else:

@@ -11,6 +11,7 @@ same vocabulary and the same weights.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +28,7 @@ from tokenizers import (
     trainers,
 )
 from transformers import (
+    AutoModelForSequenceClassification,
     BertConfig,
     BertModel,
     BertTokenizerFast,
@@ -42,6 +44,7 @@ __all__ = [
     "as_sentence_encoder",
     "build_tiny_bert",
     "build_tiny_roberta",
+    "stored_in",
 ]
 
 DEFAULT_CORPUS: tuple[str, ...] = (
@@ -307,4 +310,13 @@ def as_sentence_encoder(model_dir: Path, target: Path) -> Path:
     )
     (target / "1_Pooling").mkdir()
     (target / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}')
+    return target
+
+
+def stored_in(dtype: torch.dtype, model_dir: Path, target: Path) -> Path:
+    """``model_dir``'s tokenizer and a classifier of its weights saved in ``dtype`` into
+    ``target``, as a checkpoint published in half precision is."""
+    shutil.copytree(model_dir, target)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
+    model.to(dtype).save_pretrained(target)
     return target

@@ -2,14 +2,13 @@
 exports fp32 weights (transformers 5 alone would keep the stored fp16)."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from test_cli_end_to_end import fit_args
-from transformers import AutoModelForSequenceClassification
+from tiny_models import stored_in
 
 from seqcls.cli import main
 
@@ -17,10 +16,7 @@ from seqcls.cli import main
 def test_a_half_precision_checkpoint_trains_and_exports_fp32_weights(
     tmp_path: Path, tiny_bert: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stored = tmp_path / "stored-fp16"
-    shutil.copytree(tiny_bert, stored)
-    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
-    model.half().save_pretrained(stored)
+    stored = stored_in(torch.float16, tiny_bert, tmp_path / "stored-fp16")
     run = tmp_path / "run"
 
     main(fit_args(run, stored, tmp_path / "cache"))

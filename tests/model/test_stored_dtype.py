@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import stored_in
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from seqcls.data.labels import LabelSpace
@@ -14,11 +15,10 @@ from seqcls.model.pretrained import load_for_training
 
 @pytest.fixture(params=[torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 def stored_in_half(request: pytest.FixtureRequest, tiny_bert: Path, tmp_path: Path) -> Path:
-    model = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
-    model.to(request.param).save_pretrained(tmp_path)
-    stored = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    path = stored_in(request.param, tiny_bert, tmp_path / "stored")
+    stored = AutoModelForSequenceClassification.from_pretrained(path)
     assert next(stored.parameters()).dtype == request.param  # what transformers alone does
-    return tmp_path
+    return path
 
 
 def test_a_classifier_from_a_half_precision_checkpoint_has_fp32_weights(
