@@ -128,7 +128,8 @@ def main(args: Any = None) -> None:
         else:
             make_cli(args)
     except ConfigurationError as error:
-        print(f"seqcls: error: {error}", file=sys.stderr)
+        if not (error.on_every_process and _global_rank() != 0):
+            print(f"seqcls: error: {error}", file=sys.stderr)
         sys.exit(2)
     except SIGTERMException:
         # Stopped by SIGTERM/SIGINT after saving last.ckpt: fail, so the platform retries.
@@ -149,6 +150,13 @@ def main(args: Any = None) -> None:
         stopped = f"process {os.environ.get('LOCAL_RANK')}: another process of this run stopped"
         print(f"seqcls: error: {stopped}", file=sys.stderr)
         sys.exit(1)
+
+
+def _global_rank() -> int:
+    """This process's rank in a distributed run (0 outside one), as Lightning set it."""
+    from pytorch_lightning.utilities.rank_zero import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0))
 
 
 def _lost_a_peer(error: RuntimeError) -> bool:

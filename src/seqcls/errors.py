@@ -10,7 +10,14 @@ class ConfigurationError(ValueError):
 
     The message is a single line that names the culprit and the fix. The command line
     prints it without a traceback and exits with status 2.
+
+    ``on_every_process``: the check fails alike in every process of a distributed run (it
+    reads only what they all share), so only global rank 0 prints it, not once per process.
     """
+
+    def __init__(self, message: str, *, on_every_process: bool = False) -> None:
+        super().__init__(message)
+        self.on_every_process = on_every_process
 
 
 def unloadable(flag: str, name_or_path: str, error: Exception) -> ConfigurationError:

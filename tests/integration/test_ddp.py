@@ -185,3 +185,25 @@ def test_ddp_windows_score_each_document_once_in_input_order(ddp_run: Path) -> N
     assert [float(row["score"]) for row in two] == pytest.approx(
         [float(row["score"]) for row in alone], abs=1e-5
     )
+
+
+def test_ddp_too_few_rows_to_score_is_said_once(ddp_run: Path) -> None:
+    """Each process finds that one row cannot be shared by two; rank 0 alone says so."""
+    run = ddp_run / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = seqcls_bounded(
+        [
+            "validate", "--config", str(run / "config.yaml"),
+            "--ckpt_path", str(run / "checkpoints" / "last.ckpt"),
+            "--data.validation_file", first_rows(SAMPLE / "validation.csv", ddp_run / "one.csv", 1),
+            "--trainer.default_root_dir", str(ddp_run / "too-few"),
+            *DDP, *QUIET,
+        ],
+        timeout_s=TIMEOUT_S, env=env, cwd=ddp_run,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout[-3000:]
+    errors = [line for line in done.stdout.splitlines() if line.startswith("seqcls: error:")]
+    assert errors == [
+        "seqcls: error: 1 row(s) to score for 2 processes, and each process needs one: "
+        "give at least 2 rows, or run with fewer --trainer.devices"
+    ]

@@ -265,7 +265,8 @@ def eval_loader(
     if world_size > len(rows):  # Lightning's sampler would stop on an assert, as a traceback
         raise ConfigurationError(
             f"{len(rows)} row(s) to score for {world_size} processes, and each process needs "
-            f"one: give at least {world_size} rows, or run with fewer --trainer.devices"
+            f"one: give at least {world_size} rows, or run with fewer --trainer.devices",
+            on_every_process=True,
         )
     sampler = (
         UnrepeatedDistributedSampler(
