@@ -18,10 +18,10 @@ from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.model.calibration import Calibration, calibrated_scores
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.label_layer import load_classifier
-from seqcls.model.layers import reinitialise_top_layers
+from seqcls.model.layers import reinitialise_top_layers, resolve_reinit_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
-from seqcls.model.mean_pooling import Pooling, set_up_head_input
+from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
@@ -45,7 +45,7 @@ class SequenceClassifier(pl.LightningModule):
         warmup_ratio: float = 0.1,
         head_learning_rate: float | None = None,
         layer_lr_decay: float = 1.0,
-        reinit_layers: int = 0,
+        reinit_layers: int | None = None,
         adam_betas: tuple[float, float] = (0.9, 0.999),
         adam_epsilon: float = 1e-8,
         class_weights: ClassWeights = None,
@@ -83,7 +83,9 @@ class SequenceClassifier(pl.LightningModule):
                 embeddings last. 1: every layer alike.
             reinit_layers: Re-initialise the top N encoder layers (and the pooler, where the
                 model has one) before training, instead of starting them from their
-                pretrained weights; helps on small data sets (Zhang et al. 2021). 0: none.
+                pretrained weights (Zhang et al. 2021). 0: none. Unset: 1 where the model
+                starts from a pretrained encoder (no classification head in the checkpoint)
+                and its head reads the first token; else 0 (docs/results.md).
             adam_betas: AdamW's decay rates of its first and second moment estimates.
             adam_epsilon: AdamW's epsilon, added to the root of the second moment.
             class_weights: Single-label only: weigh each label's rows in the training loss.
@@ -187,6 +189,16 @@ class SequenceClassifier(pl.LightningModule):
         )
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
         self.label_layer_source = plan.source
+        first_token_head = pair_encoding != "separate" and (
+            resolve_pooling(self.model, model_name_or_path, pooling) == "first_token"
+        )
+        reinit_layers = resolve_reinit_layers(
+            self.model,
+            reinit_layers,
+            fresh_head=not plan.checkpoint_head,
+            first_token_head=first_token_head,
+        )
+        self.hparams["reinit_layers"] = reinit_layers  # what trained
         reinitialise_top_layers(self.model, reinit_layers)
         self.pairs = set_up_pair_encoding(
             self.model, model_name_or_path, pair_encoding, pooling, last_layer_first_token_only

@@ -35,6 +35,7 @@ RECIPE_KEYS = [
     ("gradient accumulation", "trainer", "accumulate_grad_batches"),
     ("precision", "trainer", "precision"),
     ("pooling (what the head reads)", "model", "pooling"),
+    ("top layers re-initialised", "model", "reinit_layers"),
     ("pair encoding", "model", "pair_encoding"),  # for pairs only
 ]
 # seqcls reads such a model's pairs as it was trained; transformers' pipeline cannot.
