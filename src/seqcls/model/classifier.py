@@ -189,14 +189,18 @@ class SequenceClassifier(pl.LightningModule):
         )
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
         self.label_layer_source = plan.source
-        first_token_head = pair_encoding != "separate" and (
-            resolve_pooling(self.model, model_name_or_path, pooling) == "first_token"
+        # Resolved once, here: whether the head reads the first token decides the default
+        # below. Pairs read apart take their pooling from set_up_pair_encoding.
+        head_pooling = (
+            resolve_pooling(self.model, model_name_or_path, pooling)
+            if pair_encoding != "separate"
+            else None
         )
         reinit_layers = resolve_reinit_layers(
             self.model,
             reinit_layers,
             fresh_head=not plan.checkpoint_head,
-            first_token_head=first_token_head,
+            first_token_head=head_pooling == "first_token",
         )
         self.hparams["reinit_layers"] = reinit_layers  # what trained
         reinitialise_top_layers(self.model, reinit_layers)
@@ -208,7 +212,7 @@ class SequenceClassifier(pl.LightningModule):
             self.label_layer_source = self.pairs.head_source
         else:
             self.hparams["pooling"] = set_up_head_input(
-                self.model, model_name_or_path, pooling, last_layer_first_token_only
+                self.model, model_name_or_path, head_pooling, last_layer_first_token_only
             )
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
