@@ -49,7 +49,11 @@ class LabelLayerPlan:
     source: Source
     reason: str = ""  # empty where the checkpoint had no classification head to follow
     order: tuple[int, ...] = ()  # reordered: the checkpoint's row for each of this run's labels
-    checkpoint_head: bool = True  # False: the checkpoint is an encoder with no classifier head
+
+    @property
+    def checkpoint_head(self) -> bool:
+        """Whether the checkpoint had a classification head: the plan then says why."""
+        return bool(self.reason)
 
 
 def load_classifier(
@@ -94,7 +98,7 @@ def plan_label_layer(config: PretrainedConfig, labels: LabelSpace) -> LabelLayer
     """What to do with the label layer of the checkpoint ``config`` describes, for ``labels``."""
     old = checkpoint_labels(config)
     if old is None:
-        return LabelLayerPlan("new", checkpoint_head=False)
+        return LabelLayerPlan("new")
     new = list(labels.names)
     was_regression = config.problem_type == "regression" or (
         config.num_labels == 1 and config.problem_type is None
