@@ -25,8 +25,9 @@ from seqcls.errors import ConfigurationError
 log = logging.getLogger(__name__)
 
 TARGET_ROWS = 50_000  # rows trained on in all, when the set is small enough to repeat
-# 3: run_glue's and the former default. 6: CoLA gained 4 Matthews points over 3 (docs/results.md),
-# and six are the most that keep MRPC's run within twice the HF Trainer's time on a CPU.
+# 3: run_glue's and the former default. 6: CoLA gained 4 Matthews points over 3 (docs/results.md).
+# More did not pay: RTE at 10 and 15 epochs and MRPC at 10 were level, their best checkpoints
+# early, though MRPC's 10 now fit within twice the HF Trainer's time on a CPU.
 MIN_EPOCHS, MAX_EPOCHS = 3, 6
 SMALL_SET = 20_000  # training rows up to which a run validates several times an epoch
 VALIDATIONS_PER_EPOCH = 4
