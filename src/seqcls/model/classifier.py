@@ -7,29 +7,27 @@ import torch
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
 
-from seqcls.data.columns import INDEX, LABELS
+from seqcls.data.columns import INDEX
 from seqcls.data.labels import LabelSpace, ProblemType
 from seqcls.data.metric_names import metric_names
 from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling
 from seqcls.errors import ConfigurationError
-from seqcls.hardware import is_xla, on_cpu, on_cuda
+from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration, calibrated_scores
-from seqcls.model.cpu_dropout import use_cpu_dropout
+from seqcls.model.device_setup import set_up_for_device
 from seqcls.model.label_layer import load_classifier
 from seqcls.model.layers import reinitialise_top_layers, resolve_reinit_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
-from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
+from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
 from seqcls.model.rdrop import rdrop_loss
-from seqcls.model.scored_rows import ScoredRows, score_rows
-from seqcls.model.xla_attention import use_device_side_attention_mask
-from seqcls.xla_options import check_xla_model
+from seqcls.model.scored_rows import ScoredRows, report_rows, score_rows, update_metrics
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -235,33 +233,17 @@ class SequenceClassifier(pl.LightningModule):
             self.class_weight = balanced_weights(counts)
         if stage == "fit" and self.pairs is not None:
             self.pairs.start(self.trainer.datamodule)  # type: ignore[attr-defined]
-        if is_xla(self.trainer):
-            rates = [self.hparams["learning_rate"], self.hparams.get("head_learning_rate")]
-            check_xla_model(
-                compile=self.hparams["compile"],
-                precision=str(self.trainer.precision),
-                learning_rates=[rate for rate in rates if rate is not None],
-            )
-            use_device_side_attention_mask(self.model)
-        elif self.hparams["compile"] and stage == "fit":
-            # In place, so state_dict keys (checkpoints, export) stay those of the model.
-            # Dynamic: every batch length would otherwise compile a graph of its own.
-            # Pairs encoded separately run the base model alone (model/pair_encoding.py).
-            compiled = self.model.base_model if self.pairs is not None else self.model
-            compiled.compile(dynamic=True)
-            # The compiled graph would not see which tokens a packed batch's head reads.
-            self.packed_forward.route = None
-        # numpy's generator would break a compiled graph: compiled, torch's dropout stays.
-        fast_dropout = self.hparams["fast_cpu_dropout"] and not self.hparams["compile"]
-        if on_cuda(self.trainer):
-            self.packed_forward.use_varlen(self.trainer.strategy.root_device)
-        elif on_cpu(self.trainer):
-            # Segment attention wraps the attention it finds: unwrapped while dropout switches.
-            self.packed_forward.stop_segments()
-            keep_attention_in_mkl(self.model)
-            if stage == "fit" and fast_dropout:
-                use_cpu_dropout(self.model)
-            self.packed_forward.use_segments()
+        rates = [self.hparams["learning_rate"], self.hparams.get("head_learning_rate")]
+        set_up_for_device(
+            self.trainer,
+            self.model,
+            self.packed_forward,
+            stage=stage,
+            compile=self.hparams["compile"],
+            fast_cpu_dropout=self.hparams["fast_cpu_dropout"],
+            pairs_apart=self.pairs is not None,
+            learning_rates=[rate for rate in rates if rate is not None],
+        )
 
     def configure_callbacks(self) -> list[pl.Callback]:
         # torch's matmul precision for this run's CPU products, put back however it ends.
@@ -341,26 +323,13 @@ class SequenceClassifier(pl.LightningModule):
         self, batch: BatchOrPieces, metrics: MetricCollection, loss: WeightedMean
     ) -> dict[str, torch.Tensor]:
         """Update the metrics; return each row's index, logits and target for the report."""
-        rows = 0
-        outputs: list[dict[str, torch.Tensor]] = []
-        for scored in self._score_rows(batch):
-            target = cast(torch.Tensor, scored.labels)  # evaluated splits have labels
-            labels = target
-            scores = self.scores(scored.logits)
-            if self.labels.problem_type == "single_label_classification":
-                scores = scores.argmax(dim=-1)
-            elif self.labels.problem_type == "multi_label_classification":
-                labels = labels.int()
-            metrics.update(scores, labels)
-            loss.update(cast(torch.Tensor, scored.loss), weight=len(labels))
-            rows += len(labels)
-            logits = scored.logits.detach().float()
-            outputs.append({INDEX: scored.index, "logits": logits, LABELS: target})
+        scored = self._score_rows(batch)
+        rows = update_metrics(scored, self.scores, self.labels.problem_type, metrics, loss)
         prefix = metrics.prefix or ""
         log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
         self.log(f"{prefix}loss", loss, **log_options)
         self.log_dict(metrics, prog_bar=True, **log_options)
-        return {key: torch.cat([output[key] for output in outputs]) for key in outputs[0]}
+        return report_rows(scored)
 
     def _score_rows(self, batch: BatchOrPieces) -> list[ScoredRows]:
         return score_rows(self, batch, self.window_pooling, self.model.config)
