@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from xla_cpu import SAMPLE, Run, Train
 
-import seqcls.model.classifier
+import seqcls.model.device_setup
 from seqcls.data.dense_packing import DenseBatchOrder
 
 pytestmark = pytest.mark.xla
@@ -81,7 +81,7 @@ def test_without_the_device_side_mask_every_step_syncs(
     # Padded batches (evaluation's, or training's with packing off) take that path; packed
     # ones pass their block mask whole, which transformers never checks.
     monkeypatch.setattr(
-        seqcls.model.classifier, "use_device_side_attention_mask", lambda model: None
+        seqcls.model.device_setup, "use_device_side_attention_mask", lambda model: None
     )
     run = train_on_xla(steps=STEPS, packing=False)
     _, syncs = after_warm_up(run)
