@@ -146,8 +146,7 @@ def test_tuning_job_parses_as_a_hyperparameter_tuning_job(launcher: Launcher) ->
     assert (rate.double_value_spec.min_value, rate.double_value_spec.max_value) == (low, high)
     assert rate.scale_type == aiplatform.StudySpec.ParameterSpec.ScaleType.UNIT_LOG_SCALE
     assert list(specs["data.batch_size"].categorical_value_spec.values) == ["16", "32"]
-    epochs = specs["trainer.max_epochs"].integer_value_spec
-    assert (epochs.min_value, epochs.max_value) == (2, 5)
+    assert list(specs["model.reinit_layers"].categorical_value_spec.values) == ["0", "1"]
     assert study.measurement_selection_type == (
         aiplatform.StudySpec.MeasurementSelectionType.BEST_MEASUREMENT
     )

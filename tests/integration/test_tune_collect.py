@@ -18,9 +18,9 @@ SPACE = REPO / "configs" / "tune" / "space.yaml"  # the shipped default, as the 
 # Vertex AI's trial ids, and the values its study proposed to each, as it passes them.
 TRIALS = {
     "1": {"model.learning_rate": "0.0002", "model.warmup_ratio": "0.1",
-          "model.weight_decay": "0.01", "data.batch_size": "16", "trainer.max_epochs": "2"},
+          "model.weight_decay": "0.01", "model.reinit_layers": "1", "data.batch_size": "16"},
     "2": {"model.learning_rate": "1e-05", "model.warmup_ratio": "0.0",
-          "model.weight_decay": "0.1", "data.batch_size": "32", "trainer.max_epochs": "2"},
+          "model.weight_decay": "0.1", "model.reinit_layers": "0", "data.batch_size": "32"},
 }  # fmt: skip
 
 
