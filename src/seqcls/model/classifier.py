@@ -23,7 +23,7 @@ from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
-from seqcls.model.optimization import adamw_with_warmup, default_learning_rate, layerwise_groups
+from seqcls.model.optimization import adamw_with_warmup, default_learning_rate
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
 from seqcls.model.rdrop import rdrop_loss
@@ -336,21 +336,14 @@ class SequenceClassifier(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         options = self.hparams
-        groups = None
-        if options["layer_lr_decay"] != 1 or options["head_learning_rate"] is not None:
-            groups = layerwise_groups(
-                self.model,
-                self.learning_rate,
-                self.weight_decay,
-                options["layer_lr_decay"],
-                options["head_learning_rate"],
-            )
         return adamw_with_warmup(
             self,
             self.learning_rate,
             self.weight_decay,
             self.warmup_ratio,
-            groups=groups,
             betas=tuple(options["adam_betas"]),
             eps=options["adam_epsilon"],
+            model=self.model,
+            layer_lr_decay=options["layer_lr_decay"],
+            head_learning_rate=options["head_learning_rate"],
         )
