@@ -90,6 +90,7 @@ RANGES: dict[str, Range] = {
     "tune.n_trials": Range(low=0, example="20"),
     "tune.timeout": Range(low=0, example="3600"),
     "tune.seeds": Range(low=0, example="3"),
+    "tune.prune_after": Range(low=0, high=1, high_open=True, example="0.25"),
 }
 
 

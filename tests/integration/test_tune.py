@@ -169,14 +169,26 @@ def test_a_pruned_trial_stops_at_the_validation_that_pruned_it(
     with caplog.at_level(logging.INFO, logger="seqcls"):
         outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
     assert outcome.pruned
-    assert [step for _, step in trial.reports] == [3]  # 48 rows / 16: one epoch, then stop
+    # Reported by rows trained: one epoch of 48 rows (3 steps of 16), then stop.
+    assert [rows for _, rows in trial.reports] == [48]
     last = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert last["best"]["step"] == 3
     loss = trial.reports[0][0]
     assert (
         f"Trial 7 pruned at step 3: its best val/loss so far, {loss:.4g}, is above the median "
-        "of the complete trials at that step" in caplog.text
+        "of the complete trials' best by that point of training" in caplog.text
     )  # a loss is worse above the median
+
+
+def test_no_trial_is_pruned_before_its_share_of_training(tmp_path: Path, tiny_bert: Path) -> None:
+    trial: Any = PruneAtOnce()
+    reporter = TrialReporter(trial, "val/accuracy", "max", prune=True, prune_after=0.6)
+    # 4 epochs of 3 steps, one validation an epoch: steps 3 and 6 come before 0.6 of 12.
+    args = fit_args(tiny_bert, tmp_path, "--trainer.max_epochs", "4")
+    outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
+    assert [rows for _, rows in trial.reports] == [48, 96, 144]
+    assert outcome.pruned
+    assert outcome.values[-1][0] == 9
 
 
 def test_a_pruned_trial_says_so_in_its_metrics_file(
@@ -199,7 +211,7 @@ def test_a_trial_is_never_pruned_at_its_last_validation(tmp_path: Path, tiny_ber
     reporter = TrialReporter(trial, "val/accuracy", "max", prune=True)
     args = fit_args(tiny_bert, tmp_path)  # one epoch: step 3 is its only validation
     outcome = run_trial(Job(0, str(tmp_path / "run"), []), args, reporter)
-    assert [step for _, step in trial.reports] == [3]
+    assert [rows for _, rows in trial.reports] == [48]
     assert not outcome.pruned  # trained in full: nothing left to save by stopping it
     assert outcome.best == trial.reports[0][0]
 
@@ -264,10 +276,12 @@ def test_a_trial_stopped_after_validating_keeps_its_score_when_continued(
     study = optuna.load_study(study_name="seqcls", storage=f"sqlite:///{run / 'study.db'}")
     reported = study.trials[0].intermediate_values
     assert study.trials[0].state.name == "RUNNING"
-    assert list(reported) == [3]
+    assert list(reported) == [48]  # rows trained: 3 steps of 16
     main(args)  # the same command again continues it
     [row] = rows(run / "trials.csv")
-    assert (row["state"], row["value"], row["best_step"]) == ("complete", f"{reported[3]:.6g}", "3")
+    # The value reported before the cut, at the step it was reported at.
+    value = f"{reported[48]:.6g}"
+    assert (row["state"], row["value"], row["best_step"]) == ("complete", value, "3")
     # What the trial's model/ scores: the best checkpoint, validated before the cut.
     metrics = json.loads((run / "trials" / "trial-000" / "metrics.json").read_text())
     assert f"{metrics['validation']['accuracy']:.6g}" == row["value"]

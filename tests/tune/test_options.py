@@ -20,6 +20,7 @@ def test_tune_options_are_split_from_the_fit_flags() -> None:
         (["--tune.n_trials", "two"], "--tune.n_trials two: expected int"),
         (["--tune.prune", "maybe"], "--tune.prune maybe: expected bool"),
         (["--tune.timeout=soon"], "--tune.timeout soon: expected float or null"),
+        (["--tune.prune_after", "1"], "--tune.prune_after 1: give a value in [0, 1), e.g. 0.25"),
         (
             ["--tune", "tune.yaml"],
             "--tune: give each tune option as --tune.NAME VALUE (seqcls tune --help lists them)",
@@ -49,5 +50,5 @@ def test_the_help_lists_no_option_seqcls_tune_refuses() -> None:
 
 def test_the_prune_help_holds_for_metrics_either_way() -> None:
     shown = " ".join(help_text().split())
-    assert "worse than the median of the complete trials at the same step" in shown
+    assert "worse than the median of the complete trials' best by the same number of rows" in shown
     assert "below the median" not in shown  # a loss is worse above it

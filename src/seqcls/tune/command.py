@@ -84,7 +84,7 @@ def _search(
     try:
         for trial in jobs.trials_to_run(space, options.n_trials, deadline):
             _share(trial.job.as_dict(), first=ran == 0)
-            trial.run(fit_args, prune=options.prune)
+            trial.run(fit_args, prune=options.prune, prune_after=options.prune_after)
             ran += 1
             jobs.write_outputs(command)
     finally:

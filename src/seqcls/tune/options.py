@@ -10,6 +10,10 @@ import yaml
 from seqcls.errors import ConfigurationError
 
 DEFAULT_SPACE = "configs/tune/space.yaml"
+# The share of a trial's optimizer steps before which it is never pruned. On RTE every trial's
+# first validations sat near the majority class, in the first of six epochs, while the learning
+# rate warmed up (docs/results.md, "seqcls tune's default space on RTE").
+PRUNE_AFTER = 0.25
 
 
 @dataclass
@@ -27,7 +31,11 @@ class TuneOptions:
     checkpoint (the first of ``--data.metrics``), in its direction."""
     prune: bool = True
     """Stop unpromising trials early: a trial whose best metric so far is worse than the median
-    of the complete trials at the same step stops there (never at its last validation)."""
+    of the complete trials' best by the same number of rows trained stops there (never at its
+    last validation)."""
+    prune_after: float = PRUNE_AFTER
+    """The share of a trial's optimizer steps before which it is never pruned: early
+    validations sit near chance while the learning rate warms up."""
     seeds: int = 0
     """After the search, fit the best parameters with this many other seeds (the best trial's
     seed + 1, + 2, ...; RUN/seeds/trial-NNN/seed-S) and write their mean ± std to RUN/seeds.md."""

@@ -24,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from seqcls.cloud.storage import download_file, exists, is_remote, upload_dir, upload_file
 from seqcls.errors import ConfigurationError
 from seqcls.tune import outputs
+from seqcls.tune.pruning import TrailingMedianPruner, keyed_by_rows
 from seqcls.tune.space import SearchSpace, Unsuggestable, Value
 from seqcls.tune.trial import Job, TrialReporter, check_unused, note_pruned, run_trial
 
@@ -41,11 +42,20 @@ class PendingTrial:
     job: Job
     space: SearchSpace
     reported: dict[int, float] = field(default_factory=dict)
-    """The values the trial reported before it was cut short, by step."""
+    """The values the trial reported before it was cut short, by rows trained (or optimizer
+    step, in a study begun before reports were keyed by rows: ``tune/pruning.py``)."""
 
-    def run(self, fit_args: list[str], *, prune: bool) -> None:
+    def run(self, fit_args: list[str], *, prune: bool, prune_after: float) -> None:
         jobs = self.jobs
-        reporter = TrialReporter(self.trial, jobs.metric, jobs.mode, prune, self.reported)
+        reporter = TrialReporter(
+            self.trial,
+            jobs.metric,
+            jobs.mode,
+            prune,
+            self.reported,
+            prune_after=prune_after,
+            by_rows=keyed_by_rows(jobs.study),
+        )
         try:
             outcome = run_trial(self.job, fit_args, reporter)
         except ConfigurationError as error:
@@ -225,8 +235,9 @@ def open_study(
             load_if_exists=True,
             # Seeded by the trials so far: a resumed search does not propose the same again.
             sampler=optuna.samplers.TPESampler(seed=seed + done),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+            pruner=TrailingMedianPruner(),
         )
+        keyed_by_rows(study)  # a new study says how its reports are keyed
         _set_metric(study, metric, remote_db)
         jobs = TrialJobs(study, root, local, metric, mode)
         try:

@@ -24,6 +24,7 @@ from seqcls.model.metrics import logged_at_validation
 from seqcls.run.command import run_cli
 from seqcls.run.config_checks import check_logged, not_logged
 from seqcls.run.outputs import read_metrics, update_metrics_file
+from seqcls.tune.options import PRUNE_AFTER
 
 log = logging.getLogger(__name__)
 
@@ -63,24 +64,39 @@ class TrialReporter(pl.Callback):
         mode: Literal["min", "max"],
         prune: bool,
         reported: Mapping[int, float] | None = None,
+        *,
+        prune_after: float = PRUNE_AFTER,
+        by_rows: bool = True,
     ) -> None:
         self.trial = trial
         self.metric = metric
         self.mode = mode
         self.prune = prune
+        self.prune_after = prune_after
         self.outcome = Outcome()
+        self.reported = dict(reported or {})
+        # Each report's key per optimizer step: the effective batch, or 1 for a study keyed
+        # by steps (tune/pruning.py); known once the fit is set up.
+        self.by_rows = by_rows
+        self.rows_per_step = 1
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
+        # The model and data are set up, nothing trained yet: a metric it will never log
+        # would otherwise cost a whole trial. (The other DDP ranks have no metric to check.)
+        if self.metric:
+            check_metric(self.metric, pl_module)
+        if self.by_rows:
+            batch = trainer.datamodule.batch_size  # type: ignore[attr-defined]
+            self.rows_per_step = batch * trainer.world_size * trainer.accumulate_grad_batches
         # A trial continued after a cut starts from the values it reported before it: its
         # value is the best of all its validations, as its best checkpoint (model/) is, even
         # when the continued fit validates no more.
-        for step, value in sorted((reported or {}).items()):
+        for key, value in sorted(self.reported.items()):
             if math.isfinite(value):
-                self._note(step, value)
-
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        # The model and data are set up, nothing trained yet: a metric it will never log
-        # would otherwise cost a whole trial. (The other DDP ranks have no metric to check.)
-        if stage == "fit" and self.metric:
-            check_metric(self.metric, pl_module)
+                self._note(key // self.rows_per_step, value)
+        self.reported = {}
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -94,22 +110,26 @@ class TrialReporter(pl.Callback):
         if trainer.is_global_zero and value is not None and math.isfinite(float(value)):
             self._note(step, float(value))
             if self.trial is not None:
-                self.trial.report(float(value), step=step)
-                # At the run's last validation the trial has trained in full: pruning it then
-                # saves nothing, and would count a finished trial as stopped.
-                last = step >= trainer.estimated_stepping_batches
-                stop = self.prune and not last and self.trial.should_prune()
-                if stop:  # Optuna's median pruner judges the best value so far, not the last
+                self.trial.report(float(value), step=step * self.rows_per_step)
+                stop = self.prune and self._prunable(step, trainer.estimated_stepping_batches)
+                stop = stop and self.trial.should_prune()
+                if stop:
                     worse = "above" if self.mode == "min" else "below"
                     log.info(
                         "Trial %d pruned at step %d: its best %s so far, %.4g, is %s the median "
-                        "of the complete trials at that step",
+                        "of the complete trials' best by that point of training",
                         *(self.trial.number, step, self.metric, self.outcome.best, worse),
                     )
         stop = bool(trainer.strategy.broadcast(stop, src=0))
         if stop:
             self.outcome.pruned = True
             trainer.should_stop = True
+
+    def _prunable(self, step: int, total: float) -> bool:
+        """Neither before ``prune_after`` of the trial's steps, nor at its last validation: by
+        then it has trained in full, and stopping it saves nothing and would count a finished
+        trial as stopped."""
+        return self.prune_after * total <= step < total
 
     def _note(self, step: int, value: float) -> None:
         self.outcome.values.append((step, value))
