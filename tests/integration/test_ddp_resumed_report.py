@@ -39,6 +39,7 @@ def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]
     args = [
         "fit", "--config", str(REPO / "configs/local.yaml"),
         "--model.model_name_or_path", str(model), "--model.learning_rate", "3e-2",
+        "--model.head_learning_rate", "3e-2",  # the fresh top layer and head too
         "--data.max_train_samples", "64", "--data.batch_size", "8",
         "--data.validation_file", str(validation),
         "--data.cache_dir", str(run.parent / "cache"),

@@ -43,34 +43,40 @@ def quick_trainer(tmp_path: Path, max_steps: int) -> pl.Trainer:
     )
 
 
-def expected_rate(name: str, layers: int, lr: float, decay: float, head: float) -> float:
-    """What each parameter should train at, read from its name (BERT and RoBERTa alike)."""
+def expected_rate(
+    name: str, layers: int, lr: float, decay: float, head: float, fresh: int = 0
+) -> float:
+    """What each parameter should train at, read from its name (BERT and RoBERTa alike): the
+    top ``fresh`` layers and the pooler above them, drawn afresh, train with the head."""
     if name.startswith("classifier."):
         return head
     if match := LAYER.search(name):
-        return lr * decay ** (layers - 1 - int(match.group(1)))
+        depth = int(match.group(1)) + 1
+        return head if depth > layers - fresh else lr * decay ** (layers - depth)
     if ".embeddings." in name:
         return lr * decay**layers
     assert ".pooler." in name, name
-    return lr
+    return head if fresh else lr
 
 
+@pytest.mark.parametrize("fresh", [0, 1, 2])
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])
 def test_layerwise_rates_fall_by_the_decay_per_layer(
-    fixture: str, request: pytest.FixtureRequest
+    fixture: str, fresh: int, request: pytest.FixtureRequest
 ) -> None:
     checkpoint = request.getfixturevalue(fixture)
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint, num_labels=3)
-    groups = layerwise_groups(model, 1e-3, 0.01, layer_lr_decay=0.5, head_learning_rate=5e-3)
+    groups = layerwise_groups(
+        model, 1e-3, 0.01, layer_lr_decay=0.5, head_learning_rate=5e-3, fresh_layers=fresh
+    )
     layers = len(encoder_layers(model))
     assert layers >= 2
     rate = {id(p): group["lr"] for group in groups for p in group["params"]}
     named = dict(model.named_parameters())
     assert len(rate) == len(named)  # every parameter in exactly one group
     for name, parameter in named.items():
-        assert rate[id(parameter)] == pytest.approx(expected_rate(name, layers, 1e-3, 0.5, 5e-3)), (
-            name
-        )
+        expected = expected_rate(name, layers, 1e-3, 0.5, 5e-3, fresh)
+        assert rate[id(parameter)] == pytest.approx(expected), name
     # Weight decay still skips biases and norms inside each depth.
     for group in groups:
         assert group["weight_decay"] == (0.01 if group["params"][0].ndim >= 2 else 0.0)
@@ -86,12 +92,15 @@ def test_the_optimizer_trains_with_the_layerwise_rates(tiny_bert: Path, tmp_path
         adam_betas=(0.9, 0.98),
         adam_epsilon=1e-6,
     )
+    assert model.hparams["reinit_layers"] == 1  # unset: the top layer drawn afresh
     trainer = quick_trainer(tmp_path, max_steps=1)
     trainer.fit(model, datamodule=sample_data(tiny_bert, tmp_path / "cache"))
     groups = trainer.optimizers[0].param_groups
     peaks = sorted({group["initial_lr"] for group in groups})
     layers = len(encoder_layers(model.model))
-    assert peaks == pytest.approx(sorted({1e-3 * 0.5**k for k in range(layers + 1)} | {4e-3}))
+    # The top layer trains with the head; each layer below, and the embeddings, at half the
+    # rate of the one above.
+    assert peaks == pytest.approx(sorted({1e-3 * 0.5**k for k in range(1, layers + 1)} | {4e-3}))
     assert {group["betas"] for group in groups} == {(0.9, 0.98)}
     assert {group["eps"] for group in groups} == {1e-6}
 
@@ -116,11 +125,39 @@ def test_an_unset_learning_rate_follows_the_problem_type(
     assert model.hparams["learning_rate"] == peak  # the checkpoint and model card say it
 
 
-def test_the_optimizer_peaks_at_the_derived_rate(tiny_bert: Path, tmp_path: Path) -> None:
-    model = SequenceClassifier(str(tiny_bert), label_names=LABELS)
+def peak_rates(model: SequenceClassifier, tmp_path: Path, tokenizer: Path) -> dict[str, float]:
+    """Each parameter's peak learning rate, by name, after one step of fit."""
     trainer = quick_trainer(tmp_path, max_steps=1)
-    trainer.fit(model, datamodule=sample_data(tiny_bert, tmp_path / "cache"))
-    assert {group["initial_lr"] for group in trainer.optimizers[0].param_groups} == {5e-5}
+    trainer.fit(model, datamodule=sample_data(tokenizer, tmp_path / "cache"))
+    rate = {id(p): g["initial_lr"] for g in trainer.optimizers[0].param_groups for p in g["params"]}
+    return {name: rate[id(p)] for name, p in model.model.named_parameters()}
+
+
+@pytest.mark.parametrize(
+    ("given", "reinit", "expected_head"),
+    [
+        pytest.param(None, None, 1e-4, id="unset: the top layer afresh, with the head at 2x"),
+        pytest.param(None, 0, 5e-5, id="every layer pretrained: one rate"),
+        pytest.param(3e-4, None, 3e-4, id="a head rate given"),
+    ],
+)
+def test_what_starts_untrained_peaks_at_the_head_rate(
+    given: float | None,
+    reinit: int | None,
+    expected_head: float,
+    tiny_bert: Path,
+    tmp_path: Path,
+) -> None:
+    model = SequenceClassifier(
+        str(tiny_bert), label_names=LABELS, head_learning_rate=given, reinit_layers=reinit
+    )
+    assert model.hparams["head_learning_rate"] == (None if expected_head == 5e-5 else expected_head)
+    layers = len(encoder_layers(model.model))
+    fresh = model.hparams["reinit_layers"]
+    rates = peak_rates(model, tmp_path, tiny_bert)
+    for name, rate in rates.items():
+        assert rate == pytest.approx(expected_rate(name, layers, 5e-5, 1.0, expected_head, fresh))
+    assert {rates[n] for n in rates if n.startswith("classifier.")} == {expected_head}
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert", "tiny_roberta"])

@@ -68,6 +68,18 @@ def test_the_saved_optimizer_options_are_compared_as_values() -> None:
         check_same_optimizer(start, {"adam_betas": (0.9, 0.98), "weight_decay": 0.1})
 
 
+def test_a_saved_unset_rate_is_named_as_the_command_line_takes_it() -> None:
+    # A checkpoint saved before an unset head rate meant twice the model's rate.
+    start = StartPoint("last.ckpt", optimizer=(("head_learning_rate", None),))
+    with pytest.raises(ConfigurationError) as error:
+        check_same_optimizer(start, {"head_learning_rate": 1e-4})
+    assert str(error.value).startswith(
+        "--model.head_learning_rate 0.0001: last.ckpt was trained with null, and a fit that "
+        "continues it keeps the optimizer and schedule it saved; give "
+        "--model.head_learning_rate null, or"
+    )
+
+
 def test_unloadable_checkpoints_are_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

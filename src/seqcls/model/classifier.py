@@ -23,7 +23,7 @@ from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options
 from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
-from seqcls.model.optimization import adamw_with_warmup, default_learning_rate
+from seqcls.model.optimization import adamw_with_warmup, peak_learning_rates
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
 from seqcls.model.rdrop import rdrop_loss
@@ -74,8 +74,9 @@ class SequenceClassifier(pl.LightningModule):
             weight_decay: AdamW weight decay for weight matrices; biases and norms get none.
             warmup_ratio: Fraction of all optimizer steps spent warming the learning rate up
                 from 0; afterwards it decays linearly to 0.
-            head_learning_rate: Peak learning rate of the new classification head, which
-                starts from random weights; default ``learning_rate``.
+            head_learning_rate: Peak learning rate of what starts untrained: the new head and
+                the layers ``reinit_layers`` draws afresh. Unset: twice ``learning_rate`` where
+                layers are drawn afresh (docs/results.md); else ``learning_rate``.
             layer_lr_decay: Layer-wise learning-rate decay: the top encoder layer trains at
                 ``learning_rate``, each layer below at this factor times the one above, the
                 embeddings last. 1: every layer alike.
@@ -154,12 +155,7 @@ class SequenceClassifier(pl.LightningModule):
         self.save_hyperparameters(ignore=["calibrate"])
         self.calibrate = calibrate
         self.labels = LabelSpace(problem_type, tuple(label_names))
-        if learning_rate is None:
-            learning_rate = default_learning_rate(problem_type)
-            # What trained (this and pooling), for the checkpoint and the model card.
-            self.hparams["learning_rate"] = learning_rate
-        self.learning_rate, self.weight_decay = learning_rate, weight_decay
-        self.warmup_ratio, self.threshold = warmup_ratio, threshold
+        self.weight_decay, self.warmup_ratio, self.threshold = weight_decay, warmup_ratio, threshold
         check_loss_options(
             class_weights, label_smoothing, problem_type, len(label_names), rdrop_alpha
         )
@@ -178,7 +174,7 @@ class SequenceClassifier(pl.LightningModule):
         self.calibration: Calibration | None = None
         if dropout is None and not rdrop_alpha:
             dropout = 0.0
-            self.hparams["dropout"] = dropout  # what trained, as for the learning rate
+            self.hparams["dropout"] = dropout  # what trained, for the checkpoint and model card
         self.model, plan = load_classifier(
             model_name_or_path,
             self.labels,
@@ -202,6 +198,9 @@ class SequenceClassifier(pl.LightningModule):
         )
         self.hparams["reinit_layers"] = reinit_layers  # what trained
         reinitialise_top_layers(self.model, reinit_layers)
+        rates = peak_learning_rates(problem_type, learning_rate, head_learning_rate, reinit_layers)
+        self.hparams.update(rates._asdict())  # what trained, as for dropout
+        self.learning_rate = rates.learning_rate
         self.pairs = set_up_pair_encoding(
             self.model, model_name_or_path, pair_encoding, pooling, last_layer_first_token_only
         )
@@ -346,4 +345,5 @@ class SequenceClassifier(pl.LightningModule):
             model=self.model,
             layer_lr_decay=options["layer_lr_decay"],
             head_learning_rate=options["head_learning_rate"],
+            fresh_layers=options["reinit_layers"],
         )

@@ -247,6 +247,7 @@ def check_same_optimizer(start: StartPoint, options: dict[str, Any]) -> None:
     for key, saved in start.optimizer:
         now = options.get(key, saved)
         if _as_list(now) != _as_list(saved):
+            now, saved = _as_flag(now), _as_flag(saved)
             raise ConfigurationError(
                 f"--model.{key} {now}: {start.source} was trained with {saved}, and a fit "
                 "that continues it keeps the optimizer and schedule it saved; give "
@@ -254,6 +255,11 @@ def check_same_optimizer(start: StartPoint, options: dict[str, Any]) -> None:
                 "exported model as --model.model_name_or_path RUN/model in a new "
                 "--trainer.default_root_dir"
             )
+
+
+def _as_flag(value: Any) -> Any:
+    """``value`` as the command line takes it: None is ``null`` there."""
+    return "null" if value is None else value
 
 
 def _as_list(value: Any) -> Any:
