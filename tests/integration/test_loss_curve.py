@@ -41,7 +41,9 @@ REPO = Path(__file__).resolve().parents[2]
 # its values with the tiny model's own rate given (0.1), and the default's is pinned apart.
 # When the top layer began to be re-initialised by default (--model.reinit_layers unset: 1
 # for a fresh first-token head), every curve kept its values with 0 given, and the default's
-# (no dropout, the top layer drawn afresh) is pinned apart.
+# (no dropout, the top layer drawn afresh) is pinned apart. When what starts untrained began
+# to train at twice the rate, that curve kept its values with the head's rate given as the
+# model's, and the default's is pinned apart again.
 WHOLE_LAST_LAYER = ("--model.last_layer_first_token_only", "false")
 TORCH_DROPOUT = ("--model.fast_cpu_dropout", "false")
 ONE_ROW = [1.384926, 1.377133, 1.503501, 1.379591, 1.358786, 1.37352, 1.497512, 1.339073]
@@ -79,8 +81,16 @@ PINNED = {
         1.456373,
         1.352686,
     ],
-    # Today's default: no dropout, the top layer drawn afresh.
-    ("--model.dropout", "null", "--model.reinit_layers", "null"): [
+    # No dropout, the top layer drawn afresh, and trained at the model's rate: the default
+    # before what starts untrained trained at twice it.
+    (
+        "--model.dropout",
+        "null",
+        "--model.reinit_layers",
+        "null",
+        "--model.head_learning_rate",
+        "1e-2",
+    ): [
         1.386985,
         1.372959,
         1.550607,
@@ -89,6 +99,18 @@ PINNED = {
         1.376915,
         1.463259,
         1.354638,
+    ],
+    # Today's default: no dropout, the top layer drawn afresh and trained with the head at
+    # twice the rate.
+    ("--model.dropout", "null", "--model.reinit_layers", "null"): [
+        1.386985,
+        1.365138,
+        1.808521,
+        1.383074,
+        1.381779,
+        1.393506,
+        1.527794,
+        1.361401,
     ],
     ("--data.packing", "true"): ONE_ROW,
     UNROUNDED: ONE_ROW,

@@ -305,7 +305,7 @@ def test_hub_dataset_by_name_and_config(tmp_path: Path, tiny_bert: Path) -> None
         tmp_path, tiny_bert, "fit",
         "--data.dataset_name", str(hub),
         "--data.dataset_config", "topics",
-        "--model.learning_rate", "5e-3",
+        "--model.learning_rate", "5e-3", "--model.head_learning_rate", "5e-3",
         "--trainer.max_epochs", "4",
     )  # fmt: skip
     # The class names of the chosen config, in their ids, reach the exported model.
