@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from random_model import SHAPES
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 
 from seqcls.data.packing import pack
@@ -37,20 +38,6 @@ from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.varlen_attention import kernel, kernel_works
 
-SHAPES = {
-    "minilm": {
-        "hidden_size": 384,
-        "num_hidden_layers": 6,
-        "num_attention_heads": 12,
-        "intermediate_size": 1536,
-    },
-    "bert-base": {
-        "hidden_size": 768,
-        "num_hidden_layers": 12,
-        "num_attention_heads": 12,
-        "intermediate_size": 3072,
-    },
-}
 CHECKED = ("bert", "roberta", "xlm-roberta", "electra")
 ROWS = 32
 PAD = 0

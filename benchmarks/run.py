@@ -20,6 +20,8 @@
     python benchmarks/run.py gpu-packing --lengths LENGTHS.json
         on a CUDA GPU: packed batches through the variable-length kernel checked against
         unpacked ones, then training and evaluation steps timed per layout
+    python benchmarks/run.py random-model --shape bert-base --tokenizer DIR --out DIR
+        a random-weight encoder of a larger shape, to time what no packaged model has
 
 ``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
 prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
@@ -48,6 +50,7 @@ SUBCOMMANDS = {
     "dense-plan": "dense_plan",
     "step-parts": "step_parts",
     "gpu-packing": "gpu_packing",
+    "random-model": "random_model",
 }
 
 
