@@ -137,18 +137,26 @@ def layerwise_groups(
     return groups
 
 
+def effective_batch_size(trainer: pl.Trainer) -> int | None:
+    """Rows one optimizer step trains on, over every device and accumulated batch."""
+    per_device = getattr(getattr(trainer, "datamodule", None), "batch_size", None)
+    if per_device is None:
+        return None
+    return (
+        int(per_device) * trainer.num_devices * trainer.num_nodes * trainer.accumulate_grad_batches
+    )
+
+
 def describe_batch(trainer: pl.Trainer) -> str:
     """The effective batch size and what it is made of, e.g. for the log."""
-    datamodule = getattr(trainer, "datamodule", None)
-    per_device = getattr(datamodule, "batch_size", None)
-    if per_device is None:
+    total = effective_batch_size(trainer)
+    if total is None:
         return "Effective batch size: unknown (no data module)"
+    per_device = trainer.datamodule.batch_size  # type: ignore[attr-defined]
     devices, nodes = trainer.num_devices, trainer.num_nodes
-    accumulation = trainer.accumulate_grad_batches
-    total = per_device * devices * nodes * accumulation
     return (
         f"Effective batch size {total} = {per_device} per device x {devices} device(s) "
-        f"x {nodes} node(s) x {accumulation} accumulated"
+        f"x {nodes} node(s) x {trainer.accumulate_grad_batches} accumulated"
     )
 
 

@@ -21,6 +21,7 @@ from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.metrics import logged_at_validation
+from seqcls.model.optimization import effective_batch_size
 from seqcls.run.command import run_cli
 from seqcls.run.config_checks import check_logged, not_logged
 from seqcls.run.outputs import read_metrics, update_metrics_file
@@ -88,8 +89,7 @@ class TrialReporter(pl.Callback):
         if self.metric:
             check_metric(self.metric, pl_module)
         if self.by_rows:
-            batch = trainer.datamodule.batch_size  # type: ignore[attr-defined]
-            self.rows_per_step = batch * trainer.world_size * trainer.accumulate_grad_batches
+            self.rows_per_step = effective_batch_size(trainer) or 1
         # A trial continued after a cut starts from the values it reported before it: its
         # value is the best of all its validations, as its best checkpoint (model/) is, even
         # when the continued fit validates no more.
