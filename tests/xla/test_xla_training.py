@@ -140,6 +140,9 @@ def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: 
     # Length-grouped batches fill every bucket about as often: in random batches of 3 the
     # longest row nearly always needs 64, and whether a short bucket comes after warm-up at
     # all would depend on the order the seed happens to draw.
+    # One rate for every layer: with the layers drawn afresh at twice the rate (the default),
+    # the last step of this run (of 16 or 17 steps; not of 13) compiles one graph more, which
+    # is not what this test is about. docs/tpu.md, "Known open questions", tracks it.
     run = train_on_xla(
         steps=2 * STEPS,
         train_file=varied_lengths(tmp_path),
@@ -148,6 +151,7 @@ def test_bucket_padding_compiles_once_per_bucket(train_on_xla: Train, tmp_path: 
         padding="buckets",
         length_buckets=buckets,
         group_by_length=True,
+        model_options={"head_learning_rate": 5e-5},
     )
     lengths = [step.seq_length for step in run.steps]
     assert set(lengths) == set(buckets)
