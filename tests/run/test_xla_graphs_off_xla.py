@@ -9,7 +9,7 @@ from pytorch_lightning.accelerators import CPUAccelerator
 
 from seqcls.cli import main
 from seqcls.run.checkpoints import BestCheckpoint
-from seqcls.run.xla_graphs import EndEvaluationGraphs
+from seqcls.run.xla_graphs import EndEvaluationGraphs, log_host_value
 
 
 def test_the_command_sets_xla_scalars_as_data_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,3 +39,14 @@ def test_the_best_checkpoint_copies_scores_and_keeps_epoch_and_step() -> None:
     assert float(candidates["val/loss"]) == 0.5
     assert int(candidates["epoch"]) == 2
     assert int(candidates["step"]) == 9
+
+
+def test_a_host_value_is_logged_as_a_number_with_sync_dist_off_xla() -> None:
+    # sync_dist only tells Lightning the value is the same everywhere (no advice to sync).
+    logged: dict[str, tuple[object, dict[str, object]]] = {}
+    module = SimpleNamespace(
+        trainer=SimpleNamespace(accelerator=CPUAccelerator()),
+        log=lambda name, value, **options: logged.update({name: (value, options)}),
+    )
+    log_host_value(module, "val/ece", 0.125)
+    assert logged["val/ece"] == (0.125, {"sync_dist": True, "add_dataloader_idx": False})

@@ -14,7 +14,7 @@ import torch
 from xla_cpu import CPUXLAAccelerator
 
 from seqcls.run.checkpoints import BestCheckpoint
-from seqcls.run.xla_graphs import EndEvaluationGraphs
+from seqcls.run.xla_graphs import EndEvaluationGraphs, log_host_value
 
 pytestmark = pytest.mark.xla
 
@@ -45,6 +45,23 @@ def test_the_best_checkpoint_judges_scores_on_the_host(torch_xla) -> None:
     candidates = BestCheckpoint(monitor="val/loss")._monitor_candidates(trainer)
     assert candidates["val/loss"].device.type == "cpu"
     assert float(candidates["val/loss"]) == 0.25
+
+
+def test_a_value_computed_on_the_host_is_logged_on_the_host(torch_xla) -> None:
+    # On the device, its running state (restored on resume, reset by the next validation)
+    # changed its graph: the rehearsal compiled again at the second validation of a resumed
+    # process that had trained one step before its first.
+    logged: dict[str, tuple[object, dict[str, object]]] = {}
+    module = SimpleNamespace(
+        trainer=SimpleNamespace(accelerator=CPUXLAAccelerator()),
+        log=lambda name, value, **options: logged.update({name: (value, options)}),
+    )
+    log_host_value(module, "val/ece", 0.125)
+    value, options = logged["val/ece"]
+    assert isinstance(value, torch.Tensor)
+    assert value.device.type == "cpu"
+    assert float(value) == 0.125
+    assert not options.get("sync_dist")
 
 
 def test_the_seqcls_command_keeps_zero_and_one_as_data(torch_xla) -> None:

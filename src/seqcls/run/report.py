@@ -57,6 +57,7 @@ from seqcls.run.predictions import gather_in_input_order
 from seqcls.run.report_files import Rows, write_report
 from seqcls.run.report_pictures import figure_pixels
 from seqcls.run.report_texts import split_texts
+from seqcls.run.xla_graphs import log_host_value
 
 log = logging.getLogger(__name__)
 REPORT_DIR = "report"
@@ -195,8 +196,7 @@ class EvaluationReport(pl.Callback):
                 ece["ece_calibrated"] = expected_calibration_error(calibrated, rows.targets)
             ece |= against_majority(pl_module.labels, rows.logits, rows.targets).metrics()
             for name, value in ece.items():
-                # The same value on every rank: the rows were gathered.
-                pl_module.log(f"{prefix}/{name}", value, sync_dist=True, add_dataloader_idx=False)
+                log_host_value(pl_module, f"{prefix}/{name}", value)
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, pl_module: Any, rows_by_prefix: dict[str, Rows]) -> None:
