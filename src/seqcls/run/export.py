@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.initialization import no_init_weights
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
 from seqcls.model.calibration import Calibration, save_into
@@ -30,13 +31,15 @@ def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
         if is_zero_checkpoint(checkpoint_path):
             checkpoint_path = str(gather_weights(checkpoint_path, Path(scratch) / "fp32.ckpt"))
         # weights_only: a checkpoint is data, and must not be able to run code when loaded.
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-    state = {
-        key.removeprefix(_PREFIX): value
-        for key, value in checkpoint["state_dict"].items()
-        if key.startswith(_PREFIX)
-    }
-    into.load_state_dict(state)
+        # mmap: only the weights are read from disk, not the optimizer's state (twice their
+        # size with AdamW).
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
+        state = {
+            key.removeprefix(_PREFIX): value
+            for key, value in checkpoint["state_dict"].items()
+            if key.startswith(_PREFIX)
+        }
+        into.load_state_dict(state)
 
 
 def export_model(
@@ -59,7 +62,9 @@ def export_model(
         # A fresh model of the same architecture, not a copy of the trained module: under
         # FSDP or DeepSpeed that module holds flattened or partitioned parameters, and the
         # checkpoint holds all the weights anyway.
-        model = type(model)(model.config)
+        # Its weights are drawn at random by default, only to be replaced: not drawn at all.
+        with no_init_weights():
+            model = type(model)(model.config)
         if separate_in_config(model.config):
             attach_pair_head(model)  # not a part transformers builds (model/pair_encoding.py)
         load_hf_weights(checkpoint_path, into=model)
