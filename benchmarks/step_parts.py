@@ -12,7 +12,7 @@ per-operator times split a step into:
   count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
   this machine (``harness.matmul_peak_flops``: MKL's or oneDNN's, whichever is faster);
 - **the AdamW update** (the fused kernel and its bookkeeping);
-- **attention** (``bmm``, softmax, masks, the gathers of the segments; the embeddings'
+- **attention** (``bmm``, ``baddbmm``, softmax, masks, the gathers of the segments; the embeddings'
   lookups use the same gather and count here too);
 - **other operators**, the largest named (activations, norms, dropout, copies, ...);
 - **outside operators**: Python, the modules' calls and autograd's own work, what is left of
@@ -67,6 +67,7 @@ BATCH = 32
 PRODUCTS = {"aten::mm", "aten::addmm"}
 ATTENTION = {
     "aten::bmm",
+    "aten::baddbmm",
     "aten::_softmax",
     "aten::_softmax_backward_data",
     "aten::masked_fill_",

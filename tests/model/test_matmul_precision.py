@@ -186,14 +186,16 @@ def test_attention_products_stay_in_mkl_forward_and_backward_while_a_run_uses_on
 
 
 class PrecisionAtAttention(TorchDispatchMode):
-    """Records torch's matmul precision at every SDPA kernel, forward and backward."""
+    """Records torch's matmul precision at every SDPA kernel, forward and backward, and with
+    ``products`` at every batched product (explicit attention's) too."""
 
-    def __init__(self) -> None:
+    def __init__(self, products: bool = False) -> None:
         super().__init__()
         self.seen: list[str] = []
+        self.kernels = ("scaled_dot_product", "bmm") if products else ("scaled_dot_product",)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if "scaled_dot_product" in func.overloadpacket.__name__:
+        if any(kernel in func.overloadpacket.__name__ for kernel in self.kernels):
             self.seen.append(torch.get_float32_matmul_precision())
         return func(*args, **(kwargs or {}))
 

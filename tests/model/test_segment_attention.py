@@ -56,31 +56,109 @@ def test_attention_by_segments_gives_the_logits_loss_and_gradients_of_the_padded
     assert_same(packed, unpacked)
 
 
-def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    model, forward = switched("bert")
-    features = rows(count=9)
-    lengths = [len(f["input_ids"]) for f in features]
-    calls: list[tuple[int, ...]] = []
+def spy_on_group_attention(
+    monkeypatch: pytest.MonkeyPatch, forward: PackedForward
+) -> dict[str, list[tuple[int, ...]]]:
+    """The query shapes each group's attention got, by the function that attended it: the
+    model's own (``inner``) or explicit products (``explicit``)."""
+    calls: dict[str, list[tuple[int, ...]]] = {"inner": [], "explicit": []}
+
+    def counting(name: str, attend: Any) -> Any:
+        def counted(module: Any, query: torch.Tensor, *rest: Any, **named: Any) -> Any:
+            calls[name].append(tuple(query.shape))
+            return attend(module, query, *rest, **named)
+
+        return counted
+
     original = segment_attention._segment_attention
 
     def spy(*args: Any, inner: Any, **kwargs: Any) -> Any:
-        def counted(module: Any, query: torch.Tensor, *rest: Any, **named: Any) -> Any:
-            calls.append(tuple(query.shape))
-            return inner(module, query, *rest, **named)
-
-        return original(*args, inner=counted, **kwargs)
+        return original(*args, inner=counting("inner", inner), **kwargs)
 
     monkeypatch.setattr(segment_attention, "_segment_attention", spy)
-    switch_back(model)
+    explicit = counting("explicit", segment_attention.explicit_attention)
+    monkeypatch.setattr(segment_attention, "explicit_attention", explicit)
+    switch_back(forward.model)
     assert forward.use_segments()
-    calls.clear()  # the switch's own check
+    calls["inner"].clear()  # the switch's own check
+    calls["explicit"].clear()
+    return calls
+
+
+def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    _model, forward = switched("bert")
+    features = rows(count=9)
+    lengths = [len(f["input_ids"]) for f in features]
+    calls = spy_on_group_attention(monkeypatch, forward)
     forward(one_row(features))
     groups = len(plan_segments(*first_positions(one_row(features)), lengths, (1, 99)).groups)
     assert 1 < groups <= segment_attention.ATTENTION_GROUPS
-    assert len(calls) == TINY["num_hidden_layers"] * groups
+    # Short segments without dropout: explicit products, never SDPA's kernel.
+    assert calls["inner"] == []
+    shapes = calls["explicit"]
+    assert len(shapes) == TINY["num_hidden_layers"] * groups
     # Each group is its segments, padded to its own longest: never the row's whole square.
-    assert sum(shape[0] for shape in calls) == TINY["num_hidden_layers"] * len(features)
-    assert max(shape[2] for shape in calls) == max(lengths)
+    assert sum(shape[0] for shape in shapes) == TINY["num_hidden_layers"] * len(features)
+    assert max(shape[2] for shape in shapes) == max(lengths)
+
+
+def test_groups_longer_than_the_explicit_limit_take_the_models_own_attention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model, forward = switched("bert")
+    features = rows(count=9)
+    limit = sorted(len(f["input_ids"]) for f in features)[4]
+    monkeypatch.setattr(segment_attention, "EXPLICIT_ATTENTION_MAX_LENGTH", limit)
+    calls = spy_on_group_attention(monkeypatch, forward)
+    logits = forward(one_row(features)).logits
+    assert calls["explicit"]
+    assert calls["inner"]
+    assert max(shape[2] for shape in calls["explicit"]) <= limit
+    assert min(shape[2] for shape in calls["inner"]) > limit
+    switch_back(model)
+    torch.testing.assert_close(logits, model(**padded(features)).logits, atol=2e-6, rtol=1e-4)
+
+
+def test_attention_dropout_takes_the_models_own_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tiny_model("bert")
+    assert model.config.attention_probs_dropout_prob > 0
+    use_cpu_dropout(model)
+    forward = PackedForward(model)
+    calls = spy_on_group_attention(monkeypatch, forward)
+    model.train()
+    forward(one_row(rows(count=9)))
+    assert calls["inner"]
+    assert not calls["explicit"]
+    calls["inner"].clear()
+    model.eval()  # scoring: no dropout
+    forward(one_row(rows(count=9)))
+    assert calls["explicit"]
+    assert not calls["inner"]
+
+
+@pytest.mark.parametrize("length", [1, 7, 40])
+def test_explicit_attention_gives_sdpa_outputs_and_gradients(length: int) -> None:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    generator = torch.Generator().manual_seed(length)
+    # 6 segments of up to ``length`` tokens, 4 heads of 8; the first is full, the others
+    # shorter, and their padded queries are read too (their outputs are later dropped).
+    states = [torch.randn(6, 4, length, 8, generator=generator) for _ in range(3)]
+    lengths = torch.randint(1, length + 1, (6,), generator=generator)
+    lengths[0] = length
+    keep = (torch.arange(length) < lengths[:, None])[:, None, None, :]
+    grad = torch.randn(6, length, 4, 8, generator=generator)
+
+    def outputs_and_grads(attend: Any) -> list[torch.Tensor]:
+        inputs = [state.clone().requires_grad_() for state in states]
+        out, _ = attend(torch.nn.Module(), *inputs, keep, dropout=0.0, scaling=0.3)
+        out.backward(grad)
+        return [out.detach(), *(state.grad for state in inputs)]
+
+    explicit = outputs_and_grads(segment_attention.explicit_attention)
+    expected = outputs_and_grads(sdpa_attention_forward)
+    for ours, theirs in zip(explicit, expected, strict=True):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
 
 
 def first_positions(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,10 +209,12 @@ def test_training_with_attention_dropout_draws_it_per_group_from_the_fast_genera
 
 @pytest.mark.parametrize("fast_dropout", [False, True])
 @pytest.mark.parametrize("packed", [True, False])
-def test_scoring_attends_in_mkl_while_a_run_sends_products_to_onednn(
-    fast_dropout: bool, packed: bool
+@pytest.mark.parametrize("grad", [False, True])
+def test_attention_runs_in_mkl_while_a_run_sends_products_to_onednn(
+    fast_dropout: bool, packed: bool, grad: bool
 ) -> None:
-    # SDPA's CPU kernel ran ten times slower at "medium" for the same outputs (docs).
+    # SDPA's CPU kernel ran ten times slower at "medium" for the same outputs (docs); explicit
+    # attention's products stay in MKL too, forward and backward.
     model = tiny_model("bert")
     keep_attention_in_mkl(model)  # in this order, as a CPU run's setup does
     if fast_dropout:
@@ -146,13 +226,16 @@ def test_scoring_attends_in_mkl_while_a_run_sends_products_to_onednn(
     precision = MatmulPrecision()
     precision.apply("medium")
     try:
-        with torch.no_grad(), PrecisionAtAttention() as recorder:
-            forward(one_row(features)) if packed else model(**padded(features))
+        with torch.set_grad_enabled(grad), PrecisionAtAttention(products=True) as recorder:
+            out = forward(one_row(features)) if packed else model(**padded(features))
+            if grad:
+                out.logits.sum().backward()
     finally:
         precision.restore()
-    assert recorder.seen == ["highest"] * TINY["num_hidden_layers"] * (
-        ATTENTION_GROUPS if packed else 1
-    )
+    # Packed: a product of queries and keys, then of weights and values, per group and layer
+    # (and four more in each backward); unpacked: SDPA once a layer (and its backward).
+    per_layer = ATTENTION_GROUPS * (6 if grad else 2) if packed else (2 if grad else 1)
+    assert recorder.seen == ["highest"] * TINY["num_hidden_layers"] * per_layer
 
 
 def test_unpacked_batches_of_a_switched_model_run_the_models_own_attention() -> None:

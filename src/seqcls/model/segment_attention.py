@@ -9,6 +9,9 @@ values are gathered from the flattened tokens into a few groups of segments of s
 length (``ATTENTION_GROUPS``), each group padded to its own longest segment; each group is
 attended with a mask of its real keys by the model's own attention function (SDPA, or the
 fast-dropout one of ``cpu_dropout.py`` while training), and the outputs go back in place.
+A group of short segments without dropout attends by explicit products instead
+(``explicit_attention``): SDPA's CPU kernel has a fixed cost per call that outweighs the work
+of a few short segments.
 Attention then costs what the length-sorted sub-batches' attention costs, and the linear
 layers, most of the work, run on the batch's real tokens only: the whole batch is one model
 row, with no padding at all.
@@ -33,7 +36,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
-from seqcls.model.matmul_precision import MKL_ATTENTION
+from seqcls.model.matmul_precision import MKL_ATTENTION, attention_in_mkl
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
@@ -42,6 +45,13 @@ _PREFIX = "seqcls_segments_"
 # The attention functions wrapped: transformers' SDPA, the same with its products kept in MKL,
 # and seqcls's fast-dropout one.
 _WRAPPED = ("sdpa", MKL_ATTENTION, CPU_DROPOUT_ATTENTION)
+# Groups up to this many tokens long attend by explicit products. For 8 segments of 14 tokens
+# (12 heads of 32) SDPA's CPU kernel took 0.98 ms forward and backward against 0.57 ms, and
+# 0.40 ms against 0.16 ms to score; the two were level at 128 tokens and SDPA's kernel won from
+# 256 on, where the explicit square also grows large (torch 2.13, Zen 3, docs/benchmarks.md).
+EXPLICIT_ATTENTION_MAX_LENGTH = 128
+# Attention arguments that only the model's own function serves.
+_OWN_FUNCTION_ONLY = ("position_bias", "softcap", "cache", "sinks", "s_aux")
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,45 @@ def attending_by(plan: SegmentPlan) -> Iterator[None]:
         _PLAN.reset(token)
 
 
+def _explicit_attention(
+    module: Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """SDPA's result for a group of segments (no dropout), by a batched product, a softmax and
+    a batched product; ``attention_mask`` is the group's key mask (segments x 1 x 1 x length).
+    Every segment has a real first key, so no query's row is all masked."""
+    segments, heads, length, size = query.shape
+    scale = size**-0.5 if scaling is None else scaling
+    bias = torch.zeros(segments, heads, 1, length, dtype=query.dtype, device=query.device)
+    bias = bias.masked_fill_(~attention_mask, float("-inf")).view(segments * heads, 1, length)
+    flat = [state.reshape(segments * heads, length, size) for state in (query, key, value)]
+    scores = torch.baddbmm(bias, flat[0], flat[1].transpose(1, 2), alpha=scale)
+    out = torch.bmm(scores.softmax(-1), flat[2]).view(segments, heads, length, size)
+    return out.transpose(1, 2), None
+
+
+# While a run sends products to oneDNN (``medium``), these products stay in MKL, as SDPA's do.
+explicit_attention = attention_in_mkl(_explicit_attention)
+
+
+def _explicit_serves(query: Tensor, key: Tensor, dropout: float, kwargs: dict[str, Any]) -> bool:
+    """Whether ``explicit_attention`` gives what the model's own function would."""
+    return (
+        dropout == 0.0
+        and query.device.type == "cpu"
+        and query.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+        and key.shape[1] == query.shape[1]
+        and all(kwargs.get(name) is None for name in _OWN_FUNCTION_ONLY)
+    )
+
+
 def _segment_attention(
     module: Module,
     query: Tensor,
@@ -135,13 +184,16 @@ def _segment_attention(
         .split(sizes)
         for states in (query, key, value)
     ]
+    explicit = _explicit_serves(query, key, dropout, kwargs)
     outputs = []
     for index, (segments, longest, keep) in enumerate(plan.groups):
         group = [
             pieces[index].view(segments, longest, heads, size).transpose(1, 2)
             for pieces in gathered
         ]
-        attended, _ = inner(module, *group, keep, dropout, scaling, **kwargs)
+        short = explicit and longest <= EXPLICIT_ATTENTION_MAX_LENGTH
+        attend = explicit_attention if short else inner
+        attended, _ = attend(module, *group, keep, dropout, scaling, **kwargs)
         outputs.append(attended.reshape(segments * longest, heads, size))
     out = torch.cat(outputs).index_select(0, plan.scatter)
     return out.view(rows, length, heads, size), None
