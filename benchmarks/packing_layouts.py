@@ -9,10 +9,12 @@ does for a model whose attention cannot follow the segments) and ``onerow`` (the
 in one model row, attention by segments: what ``--data.packing auto`` does on a CPU for
 BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``model/segment_attention.py``), or
 ``onerowN``, the same with N groups of segments for attention instead of ``ATTENTION_GROUPS``
-(4). The same
+(4), or ``onerowsdpa``, one row with every group attended by SDPA's kernel, none by explicit
+products (``EXPLICIT_ATTENTION_MAX_LENGTH``). The same
 random batches of 32 run forward and backward in every layout, interleaved batch by batch so
 that a busy machine slows every layout alike; the median step time is printed per layout.
-Threads: ``THREADS`` (default 2). Dropout draws its masks as a seqcls fit on a CPU does
+Threads: ``THREADS`` (default 2). Dropout: the model's own rates, or every rate ``DROPOUT``
+when set (``DROPOUT=0``: a fit's default). Dropout draws its masks as a seqcls fit on a CPU does
 (``model/cpu_dropout.py``); ``TORCH_DROPOUT=1`` keeps torch's, as the cost model was first
 measured.
 """
@@ -32,10 +34,12 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from seqcls.data.loaders import ONE_ROW_MULTIPLE
 from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
+from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.segment_attention import ATTENTION_GROUPS
+from seqcls.model.pretrained import checkpoint_config, dropout_settings
+from seqcls.model.segment_attention import ATTENTION_GROUPS, EXPLICIT_ATTENTION_MAX_LENGTH
 
 
 def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -> None:
@@ -56,7 +60,12 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
         for i in range(len(rows))
     ]
     batches = [features[i : i + 32] for i in range(0, len(features), 32)]
-    model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=2).train()
+    rates = {}
+    if "DROPOUT" in os.environ:
+        rates = dropout_settings(checkpoint_config(model_path), float(os.environ["DROPOUT"]))
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_path, num_labels=2, **rates
+    ).train()
     compute_last_layer_for_first_token(model)
     if os.environ.get("TORCH_DROPOUT") != "1":
         use_cpu_dropout(model)
@@ -83,7 +92,10 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
                 loss = model(**padded([rows[i] for i in piece])).loss
                 (loss * len(piece) / len(rows)).backward()
         elif layout.startswith("onerow"):
-            by_segments.attention_groups = int(layout[6:] or ATTENTION_GROUPS)
+            groups = layout.removeprefix("onerow").removesuffix("sdpa")
+            by_segments.attention_groups = int(groups or ATTENTION_GROUPS)
+            explicit = 0 if layout.endswith("sdpa") else EXPLICIT_ATTENTION_MAX_LENGTH
+            segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = explicit
             by_segments(PackInOneRow(pad, ONE_ROW_MULTIPLE)(rows)).loss.backward()
         elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
@@ -99,11 +111,14 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
         model.zero_grad(set_to_none=True)
 
     times: dict[str, list[float]] = {layout: [] for layout in layouts}
-    for rows_of_batch in batches:
-        for layout in layouts:
-            start = time.perf_counter()
-            step(layout, rows_of_batch)
-            times[layout].append(time.perf_counter() - start)
+    try:
+        for rows_of_batch in batches:
+            for layout in layouts:
+                start = time.perf_counter()
+                step(layout, rows_of_batch)
+                times[layout].append(time.perf_counter() - start)
+    finally:
+        segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = EXPLICIT_ATTENTION_MAX_LENGTH
     first = statistics.median(times[layouts[0]][1:])
     for layout in layouts:
         median = statistics.median(times[layout][1:])  # the first batch warms up

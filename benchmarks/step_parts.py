@@ -1,12 +1,13 @@
 """``step-parts``: where a CPU training step's time goes, operator by operator.
 
 Trains ``--steps`` random batches of 32 texts from ``--train`` as a seqcls fit does on a CPU:
-one model row per batch with attention by segments, the last layer for the first token only,
-no dropout unless ``--dropout`` asks for it (its masks then from the fast generator), SDPA at
-torch's default precision and the products at the one a fit sets (``--cpu-matmul-precision``),
-a fused AdamW update, freed memory kept for the next step. The first step warms up; the
-others are timed, and the last half of them also run under torch's profiler, whose
-per-operator times split a step into:
+one model row per batch with attention by segments (groups of short segments by explicit
+products, unless ``--segment-attention sdpa`` sends every group to SDPA's kernel), the last
+layer for the first token only, no dropout unless ``--dropout`` asks for it (its masks then
+from the fast generator), attention at torch's default precision and the products at the
+one a fit sets (``--cpu-matmul-precision``), a fused AdamW update, freed memory kept for the
+next step. The first step warms up; the others are timed, and the last half of them also run
+under torch's profiler, whose per-operator times split a step into:
 
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
   count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
@@ -51,6 +52,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from seqcls.allocator import keep_freed_memory
 from seqcls.data.loaders import ONE_ROW_MULTIPLE
 from seqcls.data.packing import PackInOneRow
+from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.matmul_precision import (
@@ -95,6 +97,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pooling", choices=["first_token", "mean"], default="first_token",
                    help="as seqcls fit's --model.pooling: mean runs the last layer for every "
                    "token")  # fmt: skip
+    p.add_argument("--segment-attention", choices=["auto", "sdpa"], default="auto",
+                   help="auto: as a fit, explicit products for groups of up to "
+                   "EXPLICIT_ATTENTION_MAX_LENGTH tokens, SDPA's kernel above; sdpa: SDPA's "
+                   "kernel for every group, as before explicit products")  # fmt: skip
     p.add_argument("--dropout", type=float, default=0.0,
                    help="as seqcls fit's --model.dropout: every dropout rate (default 0, as "
                    "seqcls fit's)")  # fmt: skip
@@ -194,6 +200,16 @@ def split_by_operator(events: Any, steps: int, wall: float) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
+    explicit_limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
+    if args.segment_attention == "sdpa":
+        segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = 0
+    try:
+        return measure(args, argv)
+    finally:
+        segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = explicit_limit
+
+
+def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     keep_freed_memory()
     torch.set_num_threads(args.threads)
     steps = args.steps
@@ -251,6 +267,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "matmul_precision": torch.get_float32_matmul_precision(),
         "pooling": args.pooling,
         "dropout": args.dropout,
+        "segment_attention": args.segment_attention,
         "step_ms": statistics.median(times[1:]) * 1e3,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,

@@ -4,6 +4,7 @@ import ast
 import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,12 +36,32 @@ def write_tsv(path: Path, kind: str, rows: int) -> str:
 
 @pytest.mark.parametrize("kind", ["single", "pair"])
 def test_every_layout_runs_on_the_same_batches(
-    kind: str, tiny_bert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str,
+    tiny_bert: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow", "onerow1"]
+    from seqcls.model import segment_attention
+
+    layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow", "onerow1", "onerowsdpa"]
+    monkeypatch.setenv("DROPOUT", "0")  # as a fit: short groups attend by explicit products
+    explicit = segment_attention.explicit_attention
+    limits: list[int] = []
+
+    def noting_the_limit(*args: Any, **kwargs: Any) -> Any:
+        limits.append(segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH)
+        return explicit(*args, **kwargs)
+
+    monkeypatch.setattr(segment_attention, "explicit_attention", noting_the_limit)
+    limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
     load_layouts().main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )
+    # onerow and onerow1 use explicit products, onerowsdpa none; the limit is put back.
+    assert limits
+    assert set(limits) == {limit}
+    assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
     printed = capsys.readouterr().out
     for layout in layouts:
         assert re.search(rf"^{layout}: \d+ ms/step, \d+ examples/s", printed, re.MULTILINE)

@@ -3,6 +3,7 @@ other operators and what is outside them."""
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmark_entry import load_run
@@ -125,3 +126,32 @@ def test_a_mean_pooled_head_computes_the_last_layer_for_every_token(
     assert mean["products_gflop"] * 1e9 == pytest.approx(
         first["products_gflop"] * 1e9 + extra, rel=0.02
     )
+
+
+def test_sdpa_for_every_group_is_measured_on_request_and_only_then(
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seqcls.model import segment_attention
+
+    texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
+    tsv = tmp_path / "train.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
+    explicit = segment_attention.explicit_attention
+    calls = {"auto": 0, "sdpa": 0}
+    limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
+    for choice in calls:
+
+        def counted(*args: Any, choice: str = choice, **kwargs: Any) -> Any:
+            calls[choice] += 1
+            return explicit(*args, **kwargs)
+
+        monkeypatch.setattr(segment_attention, "explicit_attention", counted)
+        parts = load_run().main(
+            ["step-parts", *common, "--steps", "4", "--segment-attention", choice]
+        )
+        assert parts["segment_attention"] == choice
+        assert parts["attention_ms"] > 0
+        assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH  # put back
+    assert calls["auto"] > 0
+    assert calls["sdpa"] == 0
