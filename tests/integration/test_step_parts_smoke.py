@@ -13,10 +13,16 @@ from transformers import AutoModel, AutoTokenizer
 WORDS = ["my order", "arrived late again", "please cancel my plan today", "the parcel"]
 
 
-def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
+def four_batches_of_texts(folder: Path) -> tuple[list[str], Path]:
+    """128 short texts of 1 to 3 repeats of WORDS, and the TSV file (sentence, label) of them."""
     texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
-    tsv = tmp_path / "train.tsv"
+    tsv = folder / "train.tsv"
     tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    return texts, tsv
+
+
+def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
+    texts, tsv = four_batches_of_texts(tmp_path)
     report = tmp_path / "parts.json"
 
     parts = load_run().main(
@@ -107,9 +113,7 @@ def test_the_update_counts_once_and_other_operators_by_name() -> None:
 def test_a_mean_pooled_head_computes_the_last_layer_for_every_token(
     tiny_bert: Path, tmp_path: Path
 ) -> None:
-    texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
-    tsv = tmp_path / "train.tsv"
-    tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    _texts, tsv = four_batches_of_texts(tmp_path)
     common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
     first, mean = (
         load_run().main(["step-parts", *common, "--steps", "4", "--pooling", pooling])
@@ -133,9 +137,7 @@ def test_sdpa_for_every_group_is_measured_on_request_and_only_then(
 ) -> None:
     from seqcls.model import segment_attention
 
-    texts = [WORDS[i % 4] * (1 + i % 3) for i in range(4 * 32)]
-    tsv = tmp_path / "train.tsv"
-    tsv.write_text("sentence\tlabel\n" + "".join(f"{text}\t0\n" for text in texts))
+    _texts, tsv = four_batches_of_texts(tmp_path)
     common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
     explicit = segment_attention.explicit_attention
     calls = {"auto": 0, "sdpa": 0}
