@@ -17,6 +17,9 @@
     python benchmarks/run.py step-parts --model MODEL --train FILE
         one CPU training step as a seqcls fit runs it, split by operator: matrix products and
         their rate, the AdamW update, attention, other operators, and what is outside them
+    python benchmarks/run.py checkpoint-save --model MODEL
+        a fit's checkpoint (weights and AdamW's state) written by Lightning's plain writer and
+        by seqcls's, in turn: seconds per save, and the memory Python held while saving
     python benchmarks/run.py gpu-packing --lengths LENGTHS.json
         on a CUDA GPU: packed batches through the variable-length kernel checked against
         unpacked ones, then training and evaluation steps timed per layout
@@ -49,6 +52,7 @@ SUBCOMMANDS = {
     "xla-buckets": "xla_buckets",
     "dense-plan": "dense_plan",
     "step-parts": "step_parts",
+    "checkpoint-save": "checkpoint_save",
     "gpu-packing": "gpu_packing",
     "random-model": "random_model",
 }
