@@ -7,7 +7,7 @@ from benchmark_entry import load_run
 from transformers import AutoModelForSequenceClassification
 
 
-def test_both_writers_are_timed_and_the_pickled_copies_show(
+def test_both_writers_are_timed_and_the_pickled_copy_shows(
     tiny_bert: Path, tmp_path: Path
 ) -> None:
     report = tmp_path / "save.json"
@@ -34,4 +34,3 @@ def test_both_writers_are_timed_and_the_pickled_copies_show(
     size = results["checkpoint_mb"]
     assert results["lightning_python_peak_mb"] >= size
     assert results["seqcls_python_peak_mb"] < size / 4
-    assert results["speedup"] == results["lightning_median_s"] / results["seqcls_median_s"]

@@ -1,10 +1,11 @@
 """Every command in the README and docs/ runs, as written, in a copy of the repository.
 
-``seqcls``, ``benchmarks/run.py throughput`` and ``checkpoint-save`` commands run here for real, with a tiny BERT
-standing in for the quickstart model; the other benchmarks' options are parsed (their smoke
-tests run them). ``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI
-itself). Commands marked ``# needs ...`` (the Hub, GPUs, a TPU, gcloud, Docker) cannot run here,
-and those marked ``# your files`` name files a user would bring, so they are only parsed.
+``seqcls`` commands and ``benchmarks/run.py`` ``throughput`` and ``checkpoint-save`` ones run
+here for real, with a tiny BERT standing in for the quickstart model; the other benchmarks'
+options are parsed (their smoke tests run them). ``bash scripts/...`` commands are run by the
+tests named in SCRIPTS (or by CI itself). Commands marked ``# needs ...`` (the Hub, GPUs, a
+TPU, gcloud, Docker) cannot run here, and those marked ``# your files`` name files a user
+would bring, so they are only parsed.
 """
 
 import importlib.util

@@ -40,7 +40,7 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     checkpoint instead (``checkpoint_reuse``).
 
     Where the strategy's writer is Lightning's plain one, the checkpoint goes straight into its
-    file (``write_local``) instead.
+    file instead (``_write_local``).
 
     ``keep`` is the checkpoint the run resumed from. Top-k pruning would delete it once a
     better one is saved; it stays, so a crash before the next save can still resume from it.
