@@ -7,9 +7,7 @@ from benchmark_entry import load_run
 from transformers import AutoModelForSequenceClassification
 
 
-def test_both_writers_are_timed_and_the_pickled_copy_shows(
-    tiny_bert: Path, tmp_path: Path
-) -> None:
+def test_both_writers_are_timed_and_the_pickled_copy_shows(tiny_bert: Path, tmp_path: Path) -> None:
     report = tmp_path / "save.json"
     folder = tmp_path / "writes"
 
