@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import command_line, environment, key_value_table, write_json
+from harness import command_line, environment, key_value_table, subcommand_parser, write_json
 from lightning_fabric.plugins import TorchCheckpointIO
 from transformers import AutoModelForSequenceClassification
 
@@ -45,11 +45,7 @@ class LightningWriter(AtomicCheckpointIO):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="run.py checkpoint-save",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = subcommand_parser("checkpoint-save", __doc__)
     parser.add_argument("--model", required=True, help="a sequence classifier's folder or name")
     parser.add_argument("--rounds", type=int, default=5, help="timed saves of each writer")
     parser.add_argument("--folder", type=Path, help="where to write (default: a temporary one)")

@@ -54,6 +54,7 @@ from harness import (
     in_own_process,
     markdown_table,
     matmul_peak_flops,
+    subcommand_parser,
     write_json,
 )
 
@@ -95,11 +96,7 @@ WEIGHT_DECAY, WARMUP_RATIO, SEED, EVAL_BATCH_SIZE = 0.01, 0.1, 42, 64
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py compare",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("compare", __doc__)
     p.add_argument("--model", required=True, help="model directory or hub id")
     p.add_argument("--train", help="training file (CSV, TSV, JSON Lines)")
     p.add_argument("--validation", help="validation file")

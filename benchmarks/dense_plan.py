@@ -17,18 +17,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness import command_line, environment, key_value_table, write_json
+from harness import command_line, environment, key_value_table, subcommand_parser, write_json
 from pytorch_lightning.accelerators import XLAAccelerator
 
 from seqcls.data.classification import TextClassificationDataModule
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py dense-plan",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("dense-plan", __doc__)
     p.add_argument("--model", required=True, help="model directory (its tokenizer is used)")
     p.add_argument("--train", required=True, help="training file (CSV, TSV, JSON Lines)")
     p.add_argument("--text-column", default="text")

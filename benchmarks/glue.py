@@ -40,7 +40,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import command_line, environment, in_own_process, markdown_table, write_json
+from harness import (
+    command_line,
+    environment,
+    in_own_process,
+    markdown_table,
+    subcommand_parser,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = {"rte": "RTE", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA"}  # task -> folder
@@ -58,11 +65,7 @@ RECIPE = {"learning_rate": 2e-5, "batch_size": 32, "max_length": 128, "seed": 42
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py glue",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("glue", __doc__)
     p.add_argument("data", type=Path, help="GLUE_DIR: RTE/, MRPC/, STS-B/, CoLA/")
     p.add_argument("--out", type=Path, default=Path("runs/glue"), help="where both sides write")
     p.add_argument("--model", default="models/all-MiniLM-L6-v2", help="model directory or hub id")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from harness import subcommand_parser
 from random_model import SHAPES
 from transformers import AutoConfig, AutoModelForSequenceClassification, BertConfig
 
@@ -46,11 +47,7 @@ BOUNDS = {"bf16": 3e-2, "fp32": 1e-4, "switched": 0.0}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py gpu-packing",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("gpu-packing", __doc__)
     p.add_argument("--lengths", type=Path, required=True, help="JSON: task -> token counts")
     p.add_argument("--lengths-of", action="append", default=[], metavar="TASK=FILE[:COLS]")
     p.add_argument("--tokenizer", help="tokenizer directory, for --lengths-of")

@@ -19,6 +19,7 @@ seqcls computes the last layer for the first token only, that layer's weights af
 attention are counted once per row: the FLOPs the model needs, not those it skips.
 """
 
+import argparse
 import itertools
 import json
 import os
@@ -316,6 +317,16 @@ def command_line(argv: Sequence[str]) -> str:
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [header, ["---"] * len(header), *rows]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def subcommand_parser(name: str, doc: str | None, **options: Any) -> argparse.ArgumentParser:
+    """The parser of ``run.py NAME``, its help the subcommand module's docstring as written."""
+    return argparse.ArgumentParser(
+        prog=f"run.py {name}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **options,
+    )
 
 
 def key_value_table(results: dict[str, Any]) -> str:

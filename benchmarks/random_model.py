@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from harness import subcommand_parser
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 SHAPES = {
@@ -32,11 +33,7 @@ SHAPES = {
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py random-model",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("random-model", __doc__)
     p.add_argument("--shape", choices=sorted(SHAPES), default="bert-base")
     p.add_argument("--tokenizer", required=True, help="model directory whose tokenizer to copy")
     p.add_argument("--out", type=Path, required=True, help="directory to write the model to")

@@ -21,7 +21,15 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from harness import StepClock, command_line, environment, key_value_table, peak_rss_mib, write_json
+from harness import (
+    StepClock,
+    command_line,
+    environment,
+    key_value_table,
+    peak_rss_mib,
+    subcommand_parser,
+    write_json,
+)
 
 from seqcls.classifier_cli import SeqclsCLI, make_cli
 from seqcls.cli import prepare_process
@@ -88,12 +96,7 @@ def fit_with_clock(arguments: list[str], clock: StepClock, run_dir: str, steps: 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """This subcommand's options; every other argument is kept for seqcls (``seqcls_args``)."""
     # allow_abbrev=False: a seqcls argument must never be taken for an abbreviation of ours.
-    parser = argparse.ArgumentParser(
-        prog="run.py throughput",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
+    parser = subcommand_parser("throughput", __doc__, allow_abbrev=False)
     parser.add_argument("--config", required=True, help="seqcls config file")
     parser.add_argument("--steps", type=int, default=30, help="timed optimizer steps")
     parser.add_argument("--warmup-steps", type=int, default=5, help="untimed steps first")

@@ -44,6 +44,7 @@ from harness import (
     environment,
     key_value_table,
     matmul_peak_flops,
+    subcommand_parser,
     write_json,
 )
 from torch.profiler import ProfilerActivity, profile
@@ -82,11 +83,7 @@ UPDATE = "Optimizer.step#AdamW.step"  # the profiler's own annotation of optimiz
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py step-parts",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("step-parts", __doc__)
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--train", required=True, help="CSV or TSV file of texts")
     p.add_argument("--text-column", default="text")

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from compare import HF_SIDES, SEED, WARMUP_RATIO, WEIGHT_DECAY
-from harness import command_line, environment, in_own_process, markdown_table, write_json
+from harness import (
+    command_line,
+    environment,
+    in_own_process,
+    markdown_table,
+    subcommand_parser,
+    write_json,
+)
 
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],
@@ -47,11 +54,7 @@ EVAL_BATCH_SIZE = 64
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py whole",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("whole", __doc__)
     p.add_argument("--model", required=True, help="model directory or hub id")
     p.add_argument("--train", required=True, help="training file (CSV, TSV, JSON Lines)")
     p.add_argument("--validation", required=True, help="validation file")

@@ -21,7 +21,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import command_line, environment, in_own_process, markdown_table, write_json
+from harness import (
+    command_line,
+    environment,
+    in_own_process,
+    markdown_table,
+    subcommand_parser,
+    write_json,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 # The data module's options of each setting; buckets pay most when batches hold similar
@@ -34,11 +41,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="run.py xla-buckets",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = subcommand_parser("xla-buckets", __doc__)
     p.add_argument("--model", required=True)
     p.add_argument("--train", required=True, help="training file (CSV, TSV, JSON Lines)")
     p.add_argument(
