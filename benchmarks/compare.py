@@ -14,7 +14,7 @@ Sides (``--sides``, comma-separated; ``--extra NAME=ARGS`` adds seqcls ones):
     hf-default       run_glue's defaults: every example padded to --max-length, random order
     hf-best          dynamic padding + train_sampling_strategy=group_by_length, fp32
     hf-best-bf16     hf-best with bf16=True (autocast)
-    hf-best-onednn-products  hf-best with torch's matmul precision ``medium``, as seqcls sets it
+    hf-best-onednn-products  hf-best with torch's matmul precision ``medium`` (oneDNN's products)
     seqcls-default   seqcls's defaults (on a CPU: each batch packed, or split into up to 4
                      length-sorted pieces, whichever its cost model says is faster)
     seqcls-mkl-products
@@ -62,7 +62,7 @@ HF_SIDES: dict[str, dict[str, Any]] = {
     "hf-default": {"padding": "max_length", "grouped": False, "bf16": False},
     "hf-best": {"padding": "longest", "grouped": True, "bf16": False},
     "hf-best-bf16": {"padding": "longest", "grouped": True, "bf16": True},
-    # torch's matmul precision as seqcls sets it where the CPU has bf16 dot products.
+    # oneDNN's products, as seqcls's auto sets them where oneDNN keeps them fp32.
     "hf-best-onednn-products": {
         "padding": "longest",
         "grouped": True,

@@ -38,6 +38,7 @@ import torch
 
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.first_token import first_token_only_weights
+from seqcls.model.matmul_precision import onednn_keeps_fp32_at_medium
 from seqcls.model.segment_attention import ATTENTION_GROUPS
 
 
@@ -191,7 +192,7 @@ class StepClock:
 def matmul_peak_flops(dtype: torch.dtype = torch.float32, size: int = 2048) -> float:
     """The best FLOP/s of a square ``torch.mm`` on this machine: the practical peak. In fp32 on
     a CPU, the faster of torch's two routes: MKL (matmul precision ``highest``, torch's default)
-    and oneDNN (``medium``, as seqcls sets it where the CPU has bf16 dot products), the latter
+    and oneDNN (``medium``, as seqcls's ``auto`` sets it where oneDNN keeps fp32), the latter
     only where it keeps fp32's accuracy: a rate bought by rounding to bf16 is no fp32 peak."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" or dtype != torch.float32:
@@ -201,17 +202,11 @@ def matmul_peak_flops(dtype: torch.dtype = torch.float32, size: int = 2048) -> f
     try:
         for precision in ("highest", "medium"):
             torch.set_float32_matmul_precision(precision)
-            if _keeps_fp32_accuracy():
+            if precision == "highest" or onednn_keeps_fp32_at_medium():
                 rates.append(_square_product_flops(dtype, size, device))
     finally:
         torch.set_float32_matmul_precision(before)
     return max(rates)
-
-
-def _keeps_fp32_accuracy() -> bool:
-    # 1 + 2**-10 needs 11 bits of mantissa: fp32 keeps it, bf16 (8 bits) rounds it to 1.
-    product = torch.full((64, 256), 1 + 2**-10) @ torch.ones(256, 128)
-    return bool(product[0, 0] == 256 * (1 + 2**-10))
 
 
 def _square_product_flops(dtype: torch.dtype, size: int, device: str) -> float:

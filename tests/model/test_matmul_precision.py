@@ -15,6 +15,7 @@ from seqcls.model.matmul_precision import (
     attention_in_mkl,
     batched_product,
     cpu_has_bf16_products,
+    onednn_keeps_fp32_at_medium,
     torch_precision_for,
 )
 
@@ -26,18 +27,51 @@ def has_amx() -> bool:
 
 
 @pytest.mark.parametrize("bf16_products", [True, False])
-def test_auto_sends_products_to_onednn_only_where_the_cpu_has_bf16_products(
-    monkeypatch: pytest.MonkeyPatch, bf16_products: bool
+@pytest.mark.parametrize("stays_fp32", [True, False])
+def test_auto_sends_products_to_onednn_only_where_they_are_faster_and_stay_fp32(
+    monkeypatch: pytest.MonkeyPatch, bf16_products: bool, stays_fp32: bool
 ) -> None:
     monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: bf16_products)
+    monkeypatch.setattr(matmul_precision, "onednn_keeps_fp32_at_medium", lambda: stays_fp32)
     chosen = torch_precision_for("auto", on_cpu=True, trainer_precision="32-true")
-    assert chosen == ("medium" if bf16_products else None)
+    assert chosen == ("medium" if bf16_products and stays_fp32 else None)
+    # Asked for by name, medium is set whatever oneDNN does with it.
+    assert torch_precision_for("medium", on_cpu=True, trainer_precision="32-true") == "medium"
+
+
+class ProductsAt(TorchDispatchMode):
+    """Computes every ``mm`` with its inputs rounded to bf16 while torch's precision is
+    ``medium`` (what oneDNN does with AMX), or in fp64 (what no CPU rounds)."""
+
+    def __init__(self, rounding: bool) -> None:
+        super().__init__()
+        self.rounding = rounding
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.overloadpacket is torch.ops.aten.mm:
+            a, b = args
+            if not self.rounding:
+                return (a.double() @ b.double()).float()
+            if torch.get_float32_matmul_precision() == "medium":
+                return func(a.bfloat16().float(), b.bfloat16().float())
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("rounding", [True, False])
+def test_the_probe_tells_a_onednn_that_rounds_to_bf16_from_one_that_keeps_fp32(
+    rounding: bool,
+) -> None:
+    probe = onednn_keeps_fp32_at_medium.__wrapped__  # not the process's cached answer
+    before = torch.get_float32_matmul_precision()
+    with ProductsAt(rounding):
+        assert probe() is not rounding
+    assert torch.get_float32_matmul_precision() == before
 
 
 def test_it_leaves_torch_alone_off_a_cpu_and_under_mixed_precision(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    monkeypatch.setattr(matmul_precision, "fp32_products_faster_at_medium", lambda: True)
     assert torch_precision_for("auto", on_cpu=False, trainer_precision="32-true") is None
     assert torch_precision_for("medium", on_cpu=False, trainer_precision="32-true") is None
     assert torch_precision_for("auto", on_cpu=True, trainer_precision="bf16-mixed") is None
@@ -87,7 +121,7 @@ def test_a_fit_trains_at_the_chosen_precision_and_restores_torchs(
     flag: str,
     expected: str,
 ) -> None:
-    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    monkeypatch.setattr(matmul_precision, "fp32_products_faster_at_medium", lambda: True)
     torch.set_float32_matmul_precision("high")  # whatever the process had, it gets back
     seen = SeenInTraining()
     cli = cpu_fit(tiny_bert, tmp_path, "--model.cpu_matmul_precision", flag)
@@ -106,7 +140,7 @@ class FailsAtTheSecondBatch(pl.Callback):
 def test_a_fit_that_fails_puts_torchs_precision_back_too(
     tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: True)
+    monkeypatch.setattr(matmul_precision, "fp32_products_faster_at_medium", lambda: True)
     before = torch.get_float32_matmul_precision()
     cli = cpu_fit(tiny_bert, tmp_path)
     seen = SeenInTraining()
@@ -127,6 +161,7 @@ def test_without_amx_onednn_keeps_fp32_products_exact_where_bf16_would_round() -
     weights = torch.ones(128, 256)
     exact = 256 * (1 + 2**-10)
     assert (inputs.bfloat16().float() @ weights.T)[0, 0].item() == 256.0  # what bf16 would give
+    assert onednn_keeps_fp32_at_medium()
     precision = MatmulPrecision()
     precision.apply(torch_precision_for("auto", on_cpu=True, trainer_precision="32-true"))
     try:
@@ -140,6 +175,25 @@ def test_without_amx_onednn_keeps_fp32_products_exact_where_bf16_would_round() -
         precision.restore()
     # fp32 sums of 384 products of this size err by about 1e-4; bf16 inputs by about 0.2.
     assert error < 1e-3
+
+
+@pytest.mark.skipif(not has_amx(), reason="needs a CPU with AMX (Intel Sapphire Rapids and later)")
+def test_with_amx_medium_rounds_products_to_bf16_so_auto_keeps_mkls_fp32() -> None:
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(416, 384, generator=generator)
+    b = torch.randn(1536, 384, generator=generator)
+    exact = a.double() @ b.double().T
+    precision = MatmulPrecision()
+    precision.apply("medium")
+    try:
+        rounded = (torch.nn.functional.linear(a, b) - exact).abs().max().item()
+    finally:
+        precision.restore()
+    # bf16 inputs err by about 0.2 on sums of 384 products of this size; fp32 by about 1e-4.
+    assert rounded > 1e-2
+    assert not onednn_keeps_fp32_at_medium()
+    assert torch_precision_for("auto", on_cpu=True, trainer_precision="32-true") is None
+    assert (a @ b.T - exact).abs().max().item() < 1e-3
 
 
 class PrecisionAtProducts(TorchDispatchMode):

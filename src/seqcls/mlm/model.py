@@ -54,7 +54,7 @@ class MaskedLanguageModel(pl.LightningModule):
                 False: torch's dropout. No effect on other devices.
             cpu_matmul_precision: torch's matmul precision while this run trains or scores
                 on a CPU in fp32, as for ``seqcls fit`` (``matmul_precision.py``): ``auto``
-                sends fp32 products to oneDNN where the CPU has bf16 dot products.
+                sends fp32 products to oneDNN where it keeps them fp32.
         """
         super().__init__()
         self.save_hyperparameters()

@@ -125,10 +125,11 @@ class SequenceClassifier(pl.LightningModule):
                 False: torch's dropout. No effect on other devices or when compiling.
             cpu_matmul_precision: torch's matmul precision while this run trains or scores
                 on a CPU in fp32 (``32-true``). ``auto``: ``medium`` where the CPU has bf16
-                dot products (AVX512-BF16 or AMX), which sends fp32 products to oneDNN:
-                fp32 still and twice as fast on an AMD EPYC; with AMX, inputs may be rounded
-                to bf16. Elsewhere torch's own. ``highest``: MKL's fp32 products, as torch
-                does by default (see docs/hardware.md).
+                dot products (AVX512-BF16 or AMX) and oneDNN keeps fp32 products fp32 at
+                ``medium``, as on AMD EPYCs, at up to twice MKL's rate; elsewhere (with AMX,
+                which rounds inputs to bf16) torch's own. ``medium``: oneDNN's products
+                whatever they do, bf16 inputs with AMX. ``highest``: MKL's fp32 products, as
+                torch does by default (see docs/hardware.md).
             pooling: What the head reads of each row. ``first_token``: the first token, as
                 ``AutoModelForSequenceClassification`` does. ``mean``: the mean of the row's
                 tokens, as sentence encoders were trained (BERT, RoBERTa, ELECTRA and DeBERTa

@@ -4,21 +4,24 @@ At torch's default (``highest``) an fp32 product on a CPU runs in MKL's sgemm. A
 on a CPU with bf16 dot products (AVX512-BF16 or AMX-BF16), it runs in oneDNN instead, which
 may compute it in bf16. What that means depends on the CPU:
 
-- on the AMD EPYC measured here (AVX512-BF16, no AMX), oneDNN kept the product in fp32,
-  with fp32's rounding error, at about twice MKL's rate: what AVX-512 against an AVX2 path
-  would give (docs/benchmarks.md; ``tests/model/test_matmul_precision.py`` checks the
-  accuracy on any such CPU);
-- with AMX (Intel Sapphire Rapids and later; not measured here), oneDNN may round the
-  product's inputs to bf16 and sum in fp32, as bf16 mixed precision does to products (and
-  TF32 on a GPU).
+- on the AMD EPYCs measured (AVX512-BF16, no AMX), oneDNN kept the product in fp32, with
+  fp32's rounding error, at up to twice MKL's rate: what AVX-512 against an AVX2 path would
+  give (docs/benchmarks.md; ``tests/model/test_matmul_precision.py`` checks it on any such
+  CPU);
+- on the Intel Xeon with AMX measured, oneDNN rounded the product's inputs to bf16 and summed
+  in fp32, as bf16 mixed precision does to products (and TF32 on a GPU): 1.8x MKL's rate, no
+  longer fp32.
 
-Either way the weights, the AdamW state and every other operator stay fp32. A run sets the
-precision when it starts on a CPU and puts the previous one back when it ends, or fails
-(``MatmulPrecision``): it is torch's setting for the whole process.
+So ``auto`` sends products to oneDNN only where a probe product shows that oneDNN keeps
+fp32 (``fp32_products_faster_at_medium``): a run at ``32-true`` stays fp32. ``medium`` asks for
+oneDNN whatever it does. Either way the weights, the AdamW state and every other operator
+stay fp32. A run sets the precision when it starts on a CPU and puts the previous one back
+when it ends, or fails (``MatmulPrecision``): it is torch's setting for the whole process.
 """
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any, Literal
 
 import pytorch_lightning as pl
@@ -44,6 +47,21 @@ def cpu_has_bf16_products() -> bool:
     return bool(capability.get("avx512_bf16") or capability.get("amx_bf16"))
 
 
+@cache
+def onednn_keeps_fp32_at_medium() -> bool:
+    """Whether a product at ``medium`` keeps fp32's accuracy here: 1 + 2**-10 needs 11 bits of
+    mantissa; fp32 keeps it, bf16 (8 bits) rounds it to 1. Asked once a process."""
+    with _at("medium"):
+        product = torch.full((64, 256), 1 + 2**-10) @ torch.ones(256, 128)
+    return bool(product[0, 0] == 256 * (1 + 2**-10))
+
+
+def fp32_products_faster_at_medium() -> bool:
+    """Whether ``medium`` sends fp32 products to oneDNN here (bf16 dot products) and oneDNN
+    keeps them fp32: what ``auto`` asks before it sets ``medium``."""
+    return cpu_has_bf16_products() and onednn_keeps_fp32_at_medium()
+
+
 def torch_precision_for(
     choice: CpuMatmulPrecision, *, on_cpu: bool, trainer_precision: str
 ) -> str | None:
@@ -52,7 +70,7 @@ def torch_precision_for(
     if not on_cpu or not trainer_precision.startswith("32"):
         return None
     if choice == "auto":
-        return "medium" if cpu_has_bf16_products() else None
+        return "medium" if fp32_products_faster_at_medium() else None
     return choice
 
 
@@ -112,13 +130,13 @@ class _ProductAtHighest(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(a, b)
-        with _highest():
+        with _at("highest"):
             return torch.matmul(a, b)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, b = ctx.saved_tensors
-        with _highest():
+        with _at("highest"):
             return grad @ b.transpose(-1, -2), a.transpose(-1, -2) @ grad
 
 
@@ -141,7 +159,7 @@ class _AttentionAtHighest(torch.autograd.Function):
         ctx: Any, attend: Callable[..., torch.Tensor], *states: torch.Tensor
     ) -> torch.Tensor:
         inputs = [state.detach().requires_grad_(state.requires_grad) for state in states]
-        with torch.enable_grad(), _highest():
+        with torch.enable_grad(), _at("highest"):
             out = attend(*inputs)
         ctx.inputs, ctx.out = inputs, out
         return out.detach()
@@ -149,7 +167,7 @@ class _AttentionAtHighest(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         wanted = [state for state in ctx.inputs if state.requires_grad]
-        with _highest():
+        with _at("highest"):
             grads = iter(torch.autograd.grad(ctx.out, wanted, grad))
         return None, *(next(grads) if state.requires_grad else None for state in ctx.inputs)
 
@@ -173,7 +191,7 @@ def attention_in_mkl(attend: Callable[..., tuple[torch.Tensor, Any]]) -> Callabl
         if not torch.is_grad_enabled() or not any(
             state.requires_grad for state in (query, key, value)
         ):
-            with _highest():
+            with _at("highest"):
                 return attend(module, query, key, value, *args, **kwargs)
         weights: list[Any] = []
 
@@ -203,9 +221,9 @@ def keep_attention_in_mkl(model: PreTrainedModel) -> bool:
 
 
 @contextmanager
-def _highest() -> Iterator[None]:
+def _at(precision: str) -> Iterator[None]:
     before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+    torch.set_float32_matmul_precision(precision)
     try:
         yield
     finally:
