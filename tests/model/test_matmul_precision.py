@@ -1,5 +1,6 @@
 """torch's matmul precision on a CPU: chosen per run, set while it runs, put back after."""
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,32 @@ def test_with_amx_medium_rounds_products_to_bf16_so_auto_keeps_mkls_fp32() -> No
     assert not onednn_keeps_fp32_at_medium()
     assert torch_precision_for("auto", on_cpu=True, trainer_precision="32-true") is None
     assert (a @ b.T - exact).abs().max().item() < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("bf16_products", "stays_fp32"), [(True, False), (True, True), (False, True)]
+)
+def test_a_fit_whose_auto_keeps_mkl_on_a_bf16_cpu_says_why_and_how_to_choose_medium_once(
+    tiny_bert: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    bf16_products: bool,
+    stays_fp32: bool,
+) -> None:
+    monkeypatch.setattr(matmul_precision, "cpu_has_bf16_products", lambda: bf16_products)
+    monkeypatch.setattr(matmul_precision, "onednn_keeps_fp32_at_medium", lambda: stays_fp32)
+    cli = cpu_fit(tiny_bert, tmp_path)
+    with caplog.at_level(logging.INFO):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)  # validates more than once too
+    told = [record.message for record in caplog.records if "stay in MKL" in record.message]
+    if bf16_products and not stays_fp32:
+        assert told == [
+            "fp32 products stay in MKL: at torch's 'medium' precision this CPU's oneDNN rounds "
+            "their inputs to bf16. --model.cpu_matmul_precision medium runs them so, faster"
+        ]
+    else:
+        assert told == []
 
 
 class PrecisionAtProducts(TorchDispatchMode):

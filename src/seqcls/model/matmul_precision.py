@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import Module
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -74,6 +75,17 @@ def torch_precision_for(
     return choice
 
 
+def kept_fp32_note(choice: CpuMatmulPrecision) -> str | None:
+    """What to tell a CPU run in fp32 whose ``auto`` kept MKL's products although the CPU has
+    bf16 dot products (with AMX): the faster choice it did not make, and how to make it."""
+    if choice != "auto" or not cpu_has_bf16_products() or onednn_keeps_fp32_at_medium():
+        return None
+    return (
+        "fp32 products stay in MKL: at torch's 'medium' precision this CPU's oneDNN rounds "
+        "their inputs to bf16. --model.cpu_matmul_precision medium runs them so, faster"
+    )
+
+
 class MatmulPrecision(pl.Callback):
     """Sets torch's matmul precision while a run trains or scores, and puts the one before it
     back when the run ends, however it ends (a module returns it from
@@ -82,6 +94,7 @@ class MatmulPrecision(pl.Callback):
     def __init__(self, choice: CpuMatmulPrecision = "auto") -> None:
         self.choice = choice
         self._before: str | None = None  # torch's own, while this run has set another
+        self._noted = False  # whether this run was told why its products stay in MKL
 
     # Once the module is set up: its packing check compares logits at torch's default.
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -110,7 +123,12 @@ class MatmulPrecision(pl.Callback):
             self.apply(None)
             return
         precision = str(trainer.precision)
-        self.apply(torch_precision_for(self.choice, on_cpu=True, trainer_precision=precision))
+        chosen = torch_precision_for(self.choice, on_cpu=True, trainer_precision=precision)
+        note = kept_fp32_note(self.choice) if precision.startswith("32") else None
+        if note and not self._noted:
+            rank_zero_info(note)
+            self._noted = True
+        self.apply(chosen)
 
     def apply(self, precision: str | None) -> None:
         self.restore()
