@@ -9,8 +9,8 @@ may compute it in bf16. What that means depends on the CPU:
   give (docs/benchmarks.md; ``tests/model/test_matmul_precision.py`` checks it on any such
   CPU);
 - on the Intel Xeon with AMX measured, oneDNN rounded the product's inputs to bf16 and summed
-  in fp32, as bf16 mixed precision does to products (and TF32 on a GPU): 1.8x MKL's rate, no
-  longer fp32.
+  in fp32, as bf16 mixed precision does to products (and TF32 on a GPU): 1.8x MKL's rate on
+  a training step's products, 3x on square ones, and no longer fp32.
 
 So ``auto`` sends products to oneDNN only where a probe product shows that oneDNN keeps
 fp32 (``fp32_products_faster_at_medium``): a run at ``32-true`` stays fp32. ``medium`` asks for
