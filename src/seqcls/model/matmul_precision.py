@@ -75,10 +75,15 @@ def torch_precision_for(
     return choice
 
 
-def kept_fp32_note(choice: CpuMatmulPrecision) -> str | None:
+def kept_fp32_note(choice: CpuMatmulPrecision, *, trainer_precision: str) -> str | None:
     """What to tell a CPU run in fp32 whose ``auto`` kept MKL's products although the CPU has
     bf16 dot products (with AMX): the faster choice it did not make, and how to make it."""
-    if choice != "auto" or not cpu_has_bf16_products() or onednn_keeps_fp32_at_medium():
+    if (
+        choice != "auto"
+        or not trainer_precision.startswith("32")
+        or not cpu_has_bf16_products()
+        or onednn_keeps_fp32_at_medium()
+    ):
         return None
     return (
         "fp32 products stay in MKL: at torch's 'medium' precision this CPU's oneDNN rounds "
@@ -123,12 +128,10 @@ class MatmulPrecision(pl.Callback):
             self.apply(None)
             return
         precision = str(trainer.precision)
-        chosen = torch_precision_for(self.choice, on_cpu=True, trainer_precision=precision)
-        note = kept_fp32_note(self.choice) if precision.startswith("32") else None
-        if note and not self._noted:
+        if not self._noted and (note := kept_fp32_note(self.choice, trainer_precision=precision)):
             rank_zero_info(note)
             self._noted = True
-        self.apply(chosen)
+        self.apply(torch_precision_for(self.choice, on_cpu=True, trainer_precision=precision))
 
     def apply(self, precision: str | None) -> None:
         self.restore()
