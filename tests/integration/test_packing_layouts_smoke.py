@@ -45,23 +45,36 @@ def test_every_layout_runs_on_the_same_batches(
     from seqcls.model import segment_attention
 
     layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow", "onerow1", "onerowsdpa"]
+    layouts.append("onerowgroups")
     monkeypatch.setenv("DROPOUT", "0")  # as a fit: short groups attend by explicit products
     explicit = segment_attention.explicit_attention
-    limits: list[int] = []
+    at_once = segment_attention.attend_short_segments
+    limits: dict[str, list[int]] = {"at once": [], "by group": []}
 
-    def noting_the_limit(*args: Any, **kwargs: Any) -> Any:
-        limits.append(segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH)
-        return explicit(*args, **kwargs)
+    def noting_the_limit(way: str, attend: Any) -> Any:
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            limits[way].append(segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH)
+            return attend(*args, **kwargs)
 
-    monkeypatch.setattr(segment_attention, "explicit_attention", noting_the_limit)
+        return noted
+
+    monkeypatch.setattr(
+        segment_attention, "explicit_attention", noting_the_limit("by group", explicit)
+    )
+    monkeypatch.setattr(
+        segment_attention, "attend_short_segments", noting_the_limit("at once", at_once)
+    )
     limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
     load_layouts().main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )
-    # onerow and onerow1 use explicit products, onerowsdpa none; the limit is put back.
-    assert limits
-    assert set(limits) == {limit}
+    # onerow and onerow1 take a layer's groups at once, onerowgroups one by one, onerowsdpa
+    # neither; the limit and the switch are put back.
+    assert limits["at once"]
+    assert limits["by group"]
+    assert set(limits["at once"]) == set(limits["by group"]) == {limit}
     assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
+    assert segment_attention.SHORT_SEGMENTS_AT_ONCE
     printed = capsys.readouterr().out
     for layout in layouts:
         assert re.search(rf"^{layout}: \d+ ms/step, \d+ examples/s", printed, re.MULTILINE)

@@ -140,20 +140,30 @@ def test_sdpa_for_every_group_is_measured_on_request_and_only_then(
     _texts, tsv = four_batches_of_texts(tmp_path)
     common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
     explicit = segment_attention.explicit_attention
-    calls = {"auto": 0, "sdpa": 0}
+    at_once = segment_attention.attend_short_segments
+    calls = {choice: {"at once": 0, "by group": 0} for choice in ("auto", "groups", "sdpa")}
     limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
-    for choice in calls:
+    for choice, counts in calls.items():
 
-        def counted(*args: Any, choice: str = choice, **kwargs: Any) -> Any:
-            calls[choice] += 1
+        def by_group(*args: Any, counts: dict[str, int] = counts, **kwargs: Any) -> Any:
+            counts["by group"] += 1
             return explicit(*args, **kwargs)
 
-        monkeypatch.setattr(segment_attention, "explicit_attention", counted)
+        def all_groups(*args: Any, counts: dict[str, int] = counts, **kwargs: Any) -> Any:
+            counts["at once"] += 1
+            return at_once(*args, **kwargs)
+
+        monkeypatch.setattr(segment_attention, "explicit_attention", by_group)
+        monkeypatch.setattr(segment_attention, "attend_short_segments", all_groups)
         parts = load_run().main(
             ["step-parts", *common, "--steps", "4", "--segment-attention", choice]
         )
         assert parts["segment_attention"] == choice
         assert parts["attention_ms"] > 0
         assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH  # put back
-    assert calls["auto"] > 0
-    assert calls["sdpa"] == 0
+        assert segment_attention.SHORT_SEGMENTS_AT_ONCE  # put back
+    assert calls["auto"]["at once"] > 0
+    assert calls["auto"]["by group"] == 0
+    assert calls["groups"]["at once"] == 0
+    assert calls["groups"]["by group"] > 0
+    assert calls["sdpa"] == {"at once": 0, "by group": 0}

@@ -60,8 +60,9 @@ def spy_on_group_attention(
     monkeypatch: pytest.MonkeyPatch, forward: PackedForward
 ) -> dict[str, list[tuple[int, ...]]]:
     """The query shapes each group's attention got, by the function that attended it: the
-    model's own (``inner``) or explicit products (``explicit``)."""
-    calls: dict[str, list[tuple[int, ...]]] = {"inner": [], "explicit": []}
+    model's own (``inner``), explicit products group by group (``explicit``), or every group of
+    a layer at once (``at once``: (segments, heads, longest, head size) per group)."""
+    calls: dict[str, list[tuple[int, ...]]] = {"inner": [], "explicit": [], "at once": []}
 
     def counting(name: str, attend: Any) -> Any:
         def counted(module: Any, query: torch.Tensor, *rest: Any, **named: Any) -> Any:
@@ -78,24 +79,37 @@ def spy_on_group_attention(
     monkeypatch.setattr(segment_attention, "_segment_attention", spy)
     explicit = counting("explicit", segment_attention.explicit_attention)
     monkeypatch.setattr(segment_attention, "explicit_attention", explicit)
+    at_once = segment_attention.attend_short_segments
+
+    def counted_at_once(query: torch.Tensor, *rest: Any, groups: Any, **named: Any) -> Any:
+        heads, size = query.shape[1], query.shape[3]
+        for segments, longest, _ in groups:
+            calls["at once"].append((segments, heads, longest, size))
+        return at_once(query, *rest, groups=groups, **named)
+
+    monkeypatch.setattr(segment_attention, "attend_short_segments", counted_at_once)
     switch_back(forward.model)
     assert forward.use_segments()
-    calls["inner"].clear()  # the switch's own check
-    calls["explicit"].clear()
+    for seen in calls.values():
+        seen.clear()  # the switch's own check
     return calls
 
 
-def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("at_once", [True, False])
+def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch, at_once: bool) -> None:
     _model, forward = switched("bert")
     features = rows(count=9)
     lengths = [len(f["input_ids"]) for f in features]
     calls = spy_on_group_attention(monkeypatch, forward)
+    monkeypatch.setattr(segment_attention, "SHORT_SEGMENTS_AT_ONCE", at_once)
     forward(one_row(features))
     groups = len(plan_segments(*first_positions(one_row(features)), lengths, (1, 99)).groups)
     assert 1 < groups <= segment_attention.ATTENTION_GROUPS
-    # Short segments without dropout: explicit products, never SDPA's kernel.
+    # Short segments without dropout: explicit products, never SDPA's kernel; every group of a
+    # layer in one step, or (as before) each by its own operators.
     assert calls["inner"] == []
-    shapes = calls["explicit"]
+    assert calls["explicit" if at_once else "at once"] == []
+    shapes = calls["at once" if at_once else "explicit"]
     assert len(shapes) == TINY["num_hidden_layers"] * groups
     # Each group is its segments, padded to its own longest: never the row's whole square.
     assert sum(shape[0] for shape in shapes) == TINY["num_hidden_layers"] * len(features)
@@ -132,7 +146,7 @@ def test_attention_dropout_takes_the_models_own_attention(monkeypatch: pytest.Mo
     calls["inner"].clear()
     model.eval()  # scoring: no dropout
     forward(one_row(rows(count=9)))
-    assert calls["explicit"]
+    assert calls["at once"]
     assert not calls["inner"]
 
 

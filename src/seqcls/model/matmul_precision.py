@@ -20,7 +20,7 @@ when it ends, or fails (``MatmulPrecision``): it is torch's setting for the whol
 """
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cache
 from typing import Any, Literal
 
@@ -239,6 +239,12 @@ def keep_attention_in_mkl(model: PreTrainedModel) -> bool:
     if getattr(model.config, "_attn_implementation", None) == "sdpa":
         model.set_attn_implementation(MKL_ATTENTION)
     return getattr(model.config, "_attn_implementation", None) == MKL_ATTENTION
+
+
+def products_in_mkl() -> AbstractContextManager[None]:
+    """Within the block, fp32 products at torch's default precision (MKL's), whatever the
+    run's: for the small products of attention, as ``batched_product``."""
+    return _at("highest")
 
 
 @contextmanager

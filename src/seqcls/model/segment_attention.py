@@ -24,7 +24,7 @@ attends by segments; at any other time it is the model's own function, unchanged
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -37,6 +37,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
 from seqcls.model.matmul_precision import MKL_ATTENTION, attention_in_mkl
+from seqcls.model.segment_products import HeadLayout, attend_short_segments, head_layout
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
@@ -50,6 +51,10 @@ _WRAPPED = ("sdpa", MKL_ATTENTION, CPU_DROPOUT_ATTENTION)
 # 0.40 ms against 0.16 ms to score; the two were level at 128 tokens and SDPA's kernel won from
 # 256 on, where the explicit square also grows large (torch 2.13, Zen 3, docs/benchmarks.md).
 EXPLICIT_ATTENTION_MAX_LENGTH = 128
+# Whether a layer whose groups all attend by explicit products takes them in one autograd step
+# (``segment_products.py``), or group by group with torch's operators, as before: the same
+# numbers, 3 to 5% slower a training step (docs/benchmarks.md); kept for that comparison.
+SHORT_SEGMENTS_AT_ONCE = True
 # Attention arguments that only the model's own function serves.
 _OWN_FUNCTION_ONLY = ("position_bias", "softcap", "cache", "sinks", "s_aux")
 
@@ -70,6 +75,18 @@ class SegmentPlan:
     gather: Tensor
     scatter: Tensor
     groups: tuple[tuple[int, int, Tensor], ...]
+    # The per-head layout of the short-segment products, by heads and score dtype: built by
+    # the first layer that needs it, read by the others.
+    layouts: dict[tuple[int, torch.dtype], HeadLayout] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def layout(self, heads: int, dtype: torch.dtype) -> HeadLayout:
+        known = self.layouts.get((heads, dtype))
+        if known is None:
+            known = head_layout(self.gather, self.scatter, self.groups, heads, dtype)
+            self.layouts[heads, dtype] = known
+        return known
 
 
 _PLAN: ContextVar[SegmentPlan | None] = ContextVar("seqcls_segment_plan", default=None)
@@ -172,6 +189,13 @@ def _segment_attention(
     plan = _PLAN.get()
     if plan is None:
         return inner(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    explicit = _explicit_serves(query, key, dropout, kwargs)
+    short = all(longest <= EXPLICIT_ATTENTION_MAX_LENGTH for _, longest, _ in plan.groups)
+    if explicit and short and SHORT_SEGMENTS_AT_ONCE:
+        scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+        layout = plan.layout(query.shape[1], query.dtype)
+        out = attend_short_segments(query, key, value, layout, groups=plan.groups, scale=scale)
+        return out, None
     rows, heads, length, size = query.shape
     # Split, not sliced: each slice's backward fills a zero tensor of the whole gathered size
     # and adds it to the others'; a split's backward is one concatenation. About 2% of a CPU
@@ -184,7 +208,6 @@ def _segment_attention(
         .split(sizes)
         for states in (query, key, value)
     ]
-    explicit = _explicit_serves(query, key, dropout, kwargs)
     outputs = []
     for index, (segments, longest, keep) in enumerate(plan.groups):
         group = [
