@@ -11,7 +11,9 @@ attended with a mask of its real keys by the model's own attention function (SDP
 fast-dropout one of ``cpu_dropout.py`` while training), and the outputs go back in place.
 A group of short segments without dropout attends by explicit products instead
 (``explicit_attention``): SDPA's CPU kernel has a fixed cost per call that outweighs the work
-of a few short segments.
+of a few short segments. When every group of a layer is that short, the layer's groups are one
+autograd step with a backward of their own (``segment_products.py``): the same numbers, with
+far fewer operators.
 Attention then costs what the length-sorted sub-batches' attention costs, and the linear
 layers, most of the work, run on the batch's real tokens only: the whole batch is one model
 row, with no padding at all.
