@@ -81,11 +81,11 @@ def spy_on_group_attention(
     monkeypatch.setattr(segment_attention, "explicit_attention", explicit)
     at_once = segment_attention.attend_short_segments
 
-    def counted_at_once(query: torch.Tensor, *rest: Any, groups: Any, **named: Any) -> Any:
-        heads, size = query.shape[1], query.shape[3]
-        for segments, longest, _ in groups:
-            calls["at once"].append((segments, heads, longest, size))
-        return at_once(query, *rest, groups=groups, **named)
+    def counted_at_once(query: torch.Tensor, *rest: Any, **named: Any) -> Any:
+        heads = query.shape[1]
+        for matrices, longest, size in rest[2].shapes:  # the layout, after keys and values
+            calls["at once"].append((matrices // heads, heads, longest, size))
+        return at_once(query, *rest, **named)
 
     monkeypatch.setattr(segment_attention, "attend_short_segments", counted_at_once)
     switch_back(forward.model)

@@ -77,7 +77,7 @@ def test_the_head_layout_puts_every_token_and_head_back_in_its_place(layout: str
     shape = (batch["input_ids"].shape[0], batch["input_ids"].shape[1])
     plan = plan_segments(*first_positions(batch), lengths, shape)
     heads = 3
-    by_head = head_layout(plan.gather, plan.scatter, plan.groups, heads, torch.float32)
+    by_head = head_layout(plan.gather, plan.scatter, plan.groups, heads, 4, torch.float32)
     tokens = shape[0] * shape[1]
     # Row r of the projections is (token r // heads, head r % heads).
     numbered = torch.arange(tokens * heads)

@@ -151,13 +151,13 @@ class _ProductAtHighest(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(a, b)
-        with _at("highest"):
+        with products_in_mkl():
             return torch.matmul(a, b)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a, b = ctx.saved_tensors
-        with _at("highest"):
+        with products_in_mkl():
             return grad @ b.transpose(-1, -2), a.transpose(-1, -2) @ grad
 
 
@@ -180,7 +180,7 @@ class _AttentionAtHighest(torch.autograd.Function):
         ctx: Any, attend: Callable[..., torch.Tensor], *states: torch.Tensor
     ) -> torch.Tensor:
         inputs = [state.detach().requires_grad_(state.requires_grad) for state in states]
-        with torch.enable_grad(), _at("highest"):
+        with torch.enable_grad(), products_in_mkl():
             out = attend(*inputs)
         ctx.inputs, ctx.out = inputs, out
         return out.detach()
@@ -188,7 +188,7 @@ class _AttentionAtHighest(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         wanted = [state for state in ctx.inputs if state.requires_grad]
-        with _at("highest"):
+        with products_in_mkl():
             grads = iter(torch.autograd.grad(ctx.out, wanted, grad))
         return None, *(next(grads) if state.requires_grad else None for state in ctx.inputs)
 
@@ -212,7 +212,7 @@ def attention_in_mkl(attend: Callable[..., tuple[torch.Tensor, Any]]) -> Callabl
         if not torch.is_grad_enabled() or not any(
             state.requires_grad for state in (query, key, value)
         ):
-            with _at("highest"):
+            with products_in_mkl():
                 return attend(module, query, key, value, *args, **kwargs)
         weights: list[Any] = []
 

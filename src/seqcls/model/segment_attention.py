@@ -77,18 +77,18 @@ class SegmentPlan:
     gather: Tensor
     scatter: Tensor
     groups: tuple[tuple[int, int, Tensor], ...]
-    # The per-head layout of the short-segment products, by heads and score dtype: built by
-    # the first layer that needs it, read by the others.
-    layouts: dict[tuple[int, torch.dtype], HeadLayout] = field(
+    # The per-head layout of the short-segment products, by heads, head size and score dtype:
+    # built by the first layer that needs it, read by the others.
+    layouts: dict[tuple[int, int, torch.dtype], HeadLayout] = field(
         default_factory=dict, compare=False, repr=False
     )
 
-    def layout(self, heads: int, dtype: torch.dtype) -> HeadLayout:
-        known = self.layouts.get((heads, dtype))
-        if known is None:
-            known = head_layout(self.gather, self.scatter, self.groups, heads, dtype)
-            self.layouts[heads, dtype] = known
-        return known
+    def layout(self, query: Tensor) -> HeadLayout:
+        """For ``query``'s heads, head size and dtype."""
+        key = (query.shape[1], query.shape[3], query.dtype)
+        if key not in self.layouts:
+            self.layouts[key] = head_layout(self.gather, self.scatter, self.groups, *key)
+        return self.layouts[key]
 
 
 _PLAN: ContextVar[SegmentPlan | None] = ContextVar("seqcls_segment_plan", default=None)
@@ -195,9 +195,7 @@ def _segment_attention(
     short = all(longest <= EXPLICIT_ATTENTION_MAX_LENGTH for _, longest, _ in plan.groups)
     if explicit and short and SHORT_SEGMENTS_AT_ONCE:
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-        layout = plan.layout(query.shape[1], query.dtype)
-        out = attend_short_segments(query, key, value, layout, groups=plan.groups, scale=scale)
-        return out, None
+        return attend_short_segments(query, key, value, plan.layout(query), scale=scale), None
     rows, heads, length, size = query.shape
     # Split, not sliced: each slice's backward fills a zero tensor of the whole gathered size
     # and adds it to the others'; a split's backward is one concatenation. About 2% of a CPU

@@ -45,7 +45,8 @@ class HeadLayout:
     ``gather_real`` and ``scatter_real`` are the same, with every slot past its segment's end
     pointing one past the last row, and every row in no segment one past the last slot: the
     zero row the backward appends. ``biases``: per group, the key mask as an additive bias
-    (0 or -inf), one row of keys per (head, segment). ``sizes``: slots per group.
+    (0 or -inf), one row of keys per (head, segment). ``sizes``: slots per group; ``shapes``:
+    the batch of matrices each group's slots are (heads x segments, longest, head size).
     """
 
     gather: Tensor
@@ -54,6 +55,12 @@ class HeadLayout:
     scatter_real: Tensor
     biases: tuple[Tensor, ...]
     sizes: tuple[int, ...]
+    shapes: tuple[tuple[int, int, int], ...]
+
+    def groups(self, states: Tensor) -> Any:
+        """Each group's part of ``states`` (slots x head size), as a batch of matrices."""
+        parts = states.split(self.sizes)
+        return (part.view(shape) for part, shape in zip(parts, self.shapes, strict=True))
 
 
 def head_layout(
@@ -61,29 +68,29 @@ def head_layout(
     scatter: Tensor,
     groups: tuple[tuple[int, int, Tensor], ...],
     heads: int,
+    size: int,
     dtype: torch.dtype,
 ) -> HeadLayout:
     """The per-head layout of a segment plan's token-level ``gather`` and ``scatter`` (see
-    ``SegmentPlan``), for ``heads`` heads and attention scores of ``dtype``."""
+    ``SegmentPlan``), for ``heads`` heads of ``size`` values and attention scores of ``dtype``."""
     device = gather.device
     head = torch.arange(heads, device=device)
     tokens, slots = scatter.numel(), gather.numel()
-    gathers, reals, biases, sizes = [], [], [], []
+    gathers, reals, biases = [], [], []
     group_start = torch.empty(slots, dtype=torch.long, device=device)
     group_size = torch.empty(slots, dtype=torch.long, device=device)
     start = 0
     for segments, longest, keep in groups:
-        size = segments * longest
-        rows = gather[start : start + size]
+        filled = segments * longest
+        rows = gather[start : start + filled]
         gathers.append((rows * heads + head[:, None]).flatten())
-        reals.append(keep.reshape(1, size).expand(heads, size).flatten())
+        reals.append(keep.reshape(1, filled).expand(heads, filled).flatten())
         bias = torch.zeros(segments, 1, longest, dtype=dtype, device=device)
         bias.masked_fill_(~keep.reshape(segments, 1, longest), float("-inf"))
         biases.append(bias.expand(heads, -1, -1, -1).reshape(heads * segments, 1, longest))
-        group_start[start : start + size] = start
-        group_size[start : start + size] = size
-        sizes.append(heads * size)
-        start += size
+        group_start[start : start + filled] = start
+        group_size[start : start + filled] = filled
+        start += filled
     head_gather, real = torch.cat(gathers), torch.cat(reals)
     # A token's slot in its group, moved to the head-major layout: heads x the group's start,
     # then the head's block, then the same place within it.
@@ -98,23 +105,16 @@ def head_layout(
         gather_real=head_gather.where(real, zero_row),
         scatter_real=head_scatter.where(in_segment[:, None], zero_slot).flatten(),
         biases=tuple(biases),
-        sizes=tuple(sizes),
-    )
-
-
-def _groups(states: Tensor, layout: HeadLayout, shapes: list[tuple[int, int, int]]) -> Any:
-    """Each group's part of ``states`` (slots x head size), as a batch of matrices."""
-    return (
-        part.view(shape) for part, shape in zip(states.split(layout.sizes), shapes, strict=True)
+        sizes=tuple(heads * segments * longest for segments, longest, _ in groups),
+        shapes=tuple((heads * segments, longest, size) for segments, longest, _ in groups),
     )
 
 
 class _SegmentAttention(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any, query: Tensor, key: Tensor, value: Tensor, layout: HeadLayout,
-        shapes: list[tuple[int, int, int]], scale: float,
-    ) -> Tensor:  # fmt: skip
+        ctx: Any, query: Tensor, key: Tensor, value: Tensor, layout: HeadLayout, scale: float
+    ) -> Tensor:
         batch, heads, length, size = query.shape
         # (batch, heads, length, size) views of (batch, length, heads, size) projections: rows
         # of one head each, without a copy.
@@ -122,19 +122,19 @@ class _SegmentAttention(torch.autograd.Function):
         gathered = [state.index_select(0, layout.gather) for state in rows]
         out = query.new_empty(sum(layout.sizes), size)
         scores = []
-        parts = zip(*(_groups(state, layout, shapes) for state in (*gathered, out)), strict=True)
+        parts = zip(*(layout.groups(state) for state in (*gathered, out)), strict=True)
         for (q, k, v, o), bias in zip(parts, layout.biases, strict=True):
             weights = torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale).softmax(-1)
             torch.bmm(weights, v, out=o)
             scores.append(weights)
         ctx.save_for_backward(*gathered, *scores)
-        ctx.layout, ctx.shapes, ctx.scale = layout, shapes, scale
+        ctx.layout, ctx.scale = layout, scale
         ctx.dims = (batch, length, heads, size)
         return out.index_select(0, layout.scatter).view(batch, length, heads, size)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        layout, shapes, scale = ctx.layout, ctx.shapes, ctx.scale
+        layout, scale = ctx.layout, ctx.scale
         batch, length, heads, size = ctx.dims
         q, k, v, *weights = ctx.saved_tensors
         with products_in_mkl():
@@ -144,7 +144,7 @@ class _SegmentAttention(torch.autograd.Function):
             for g in grads:
                 g[-1].zero_()
             states = (q, k, v, grad_out, *(g[:-1] for g in grads))
-            parts = zip(*(_groups(state, layout, shapes) for state in states), strict=True)
+            parts = zip(*(layout.groups(state) for state in states), strict=True)
             for (qg, kg, vg, go, dq, dk, dv), w in zip(parts, weights, strict=True):
                 torch.bmm(w.transpose(1, 2), go, out=dv)
                 grad_scores = torch._softmax_backward_data(
@@ -156,17 +156,14 @@ class _SegmentAttention(torch.autograd.Function):
                 g.index_select(0, layout.scatter_real).view(batch, length, heads, size)
                 for g in grads
             ]
-        return *(g.transpose(1, 2) for g in back), None, None, None
+        return *(g.transpose(1, 2) for g in back), None, None
 
 
 def attend_short_segments(
-    query: Tensor, key: Tensor, value: Tensor, layout: HeadLayout, *,
-    groups: tuple[tuple[int, int, Tensor], ...], scale: float,
-) -> Tensor:  # fmt: skip
+    query: Tensor, key: Tensor, value: Tensor, layout: HeadLayout, *, scale: float
+) -> Tensor:
     """Attention of every group of ``layout``, in fp32 products (MKL's, whatever the run's
     precision); (batch, heads, length, size) in, (batch, length, heads, size) out."""
-    heads, size = query.shape[1], query.shape[3]
-    shapes = [(heads * segments, longest, size) for segments, longest, _ in groups]
     with products_in_mkl():
-        out: Tensor = _SegmentAttention.apply(query, key, value, layout, shapes, scale)
+        out: Tensor = _SegmentAttention.apply(query, key, value, layout, scale)
     return out
