@@ -39,7 +39,12 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from seqcls.data.sub_batches import split_by_length
 from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
 from seqcls.model.matmul_precision import MKL_ATTENTION, attention_in_mkl
-from seqcls.model.segment_products import HeadLayout, attend_short_segments, head_layout
+from seqcls.model.segment_products import (
+    HeadLayout,
+    attend_short_segments,
+    head_layout,
+    key_bias,
+)
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
@@ -150,8 +155,8 @@ def _explicit_attention(
     Every segment has a real first key, so no query's row is all masked."""
     segments, heads, length, size = query.shape
     scale = size**-0.5 if scaling is None else scaling
-    bias = torch.zeros(segments, heads, 1, length, dtype=query.dtype, device=query.device)
-    bias = bias.masked_fill_(~attention_mask, float("-inf")).view(segments * heads, 1, length)
+    bias = key_bias(attention_mask, query.dtype).expand(segments, heads, 1, length)
+    bias = bias.reshape(segments * heads, 1, length)
     flat = [state.reshape(segments * heads, length, size) for state in (query, key, value)]
     scores = torch.baddbmm(bias, flat[0], flat[1].transpose(1, 2), alpha=scale)
     out = torch.bmm(scores.softmax(-1), flat[2]).view(segments, heads, length, size)
