@@ -75,16 +75,18 @@ class StepRecorder(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         optimizer = trainer.optimizers[0]
+        # The state as saved (AdamW's layout), whichever form the optimizer keeps it in.
+        saved = optimizer.state_dict()["state"]
         moments = [
             [state[key].double().sum().item(), state[key].double().abs().sum().item()]
-            for state in optimizer.state.values()
+            for state in saved.values()
             for key in ("exp_avg", "exp_avg_sq")
         ]
         record = {
             "step": trainer.global_step,
             "rows": sorted(torch.cat([piece["index"] for piece in pieces_of(batch)]).tolist()),
             "lr": optimizer.param_groups[0]["lr"],
-            "adam_steps": sorted({float(s["step"]) for s in optimizer.state.values()}),
+            "adam_steps": sorted({float(s["step"]) for s in saved.values()}),
             "moments": moments,
         }
         with self.path.open("a") as sink:
