@@ -56,6 +56,7 @@ from seqcls.data.packing import PackInOneRow
 from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
+from seqcls.model.row_sparse_adamw import RowSparseAdamW
 from seqcls.model.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
@@ -79,7 +80,7 @@ ATTENTION = {
     "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
 }
-UPDATE = "Optimizer.step#AdamW.step"  # the profiler's own annotation of optimizer.step()
+UPDATE = "Optimizer.step#"  # the profiler's own annotation of optimizer.step(), by class
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -103,6 +104,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=0.0,
                    help="as seqcls fit's --model.dropout: every dropout rate (default 0, as "
                    "seqcls fit's)")  # fmt: skip
+    p.add_argument("--embedding-update", choices=["rows", "dense"], default="rows",
+                   help="rows: as a fit on one CPU process, the word embeddings' gradient and "
+                   "AdamW update by the rows looked up (RowSparseAdamW); dense: torch's fused "
+                   "AdamW on every row, as before")  # fmt: skip
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args(argv)
     if args.steps < 4:
@@ -170,7 +175,7 @@ class EmbeddingBackwardClock:
 
 def in_update(event: Any) -> bool:
     parent = event.cpu_parent
-    while parent is not None and parent.name != UPDATE:
+    while parent is not None and not parent.name.startswith(UPDATE):
         parent = parent.cpu_parent
     return parent is not None
 
@@ -181,8 +186,9 @@ def split_by_operator(events: Any, steps: int, wall: float) -> dict[str, float]:
     own: collections.Counter[str] = collections.Counter()
     update = 0.0
     for event in events:
-        if event.name == UPDATE:
-            update += event.cpu_time_total
+        if event.name.startswith(UPDATE):
+            if not in_update(event):  # RowSparseAdamW.step holds AdamW.step
+                update += event.cpu_time_total
         elif event.name.startswith("aten::") and not in_update(event):
             own[event.name] += event.self_cpu_time_total
     operators = sum(own.values())
@@ -230,7 +236,12 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     precision.apply(
         torch_precision_for(args.cpu_matmul_precision, on_cpu=True, trainer_precision="32-true")
     )
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+    optimizer: torch.optim.Optimizer
+    if args.embedding_update == "rows":
+        model.get_input_embeddings().sparse = True
+        optimizer = RowSparseAdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
     profiled_from = max(1, steps // 2)
     clock = StepClock(warmup_steps=profiled_from)  # counts the tokens and FLOPs profiled
     clock.attach(model)
@@ -270,6 +281,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         "pooling": args.pooling,
         "dropout": args.dropout,
         "segment_attention": args.segment_attention,
+        "embedding_update": args.embedding_update,
         "step_ms": statistics.median(times[1:]) * 1e3,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,
