@@ -5,14 +5,15 @@ one model row per batch with attention by segments (groups of short segments by 
 products, unless ``--segment-attention sdpa`` sends every group to SDPA's kernel), the last
 layer for the first token only, no dropout unless ``--dropout`` asks for it (its masks then
 from the fast generator), attention at torch's default precision and the products at the
-one a fit sets (``--cpu-matmul-precision``), a fused AdamW update, freed memory kept for the
-next step. The first step warms up; the others are timed, and the last half of them also run
-under torch's profiler, whose per-operator times split a step into:
+one a fit sets (``--cpu-matmul-precision``), the AdamW update a fit runs (the word embeddings
+by rows, unless ``--embedding-update dense``), freed memory kept for the next step. The
+first step warms up; the others are timed, and the last half of them also run under torch's
+profiler, whose per-operator times split a step into:
 
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
   count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
   this machine (``harness.matmul_peak_flops``: MKL's or oneDNN's, whichever is faster);
-- **the AdamW update** (the fused kernel and its bookkeeping);
+- **the AdamW update** (the fused kernel, the embeddings' rows and their bookkeeping);
 - **attention** (``bmm``, ``baddbmm``, softmax, masks, the gathers of the segments; the embeddings'
   lookups use the same gather and count here too);
 - **other operators**, the largest named (activations, norms, dropout, copies, ...);
@@ -56,7 +57,6 @@ from seqcls.data.packing import PackInOneRow
 from seqcls.model import segment_attention
 from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
-from seqcls.model.row_sparse_adamw import RowSparseAdamW
 from seqcls.model.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
@@ -66,6 +66,7 @@ from seqcls.model.matmul_precision import (
 from seqcls.model.mean_pooling import pool_by_mean
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
+from seqcls.model.row_sparse_adamw import RowSparseAdamW
 
 BATCH = 32
 PRODUCTS = {"aten::mm", "aten::addmm"}

@@ -11,7 +11,6 @@ from torch import nn
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from seqcls.classifier_cli import make_cli
-from seqcls.model import optimization
 from seqcls.model.row_sparse_adamw import RowSparseAdamW, train_embeddings_by_rows
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
@@ -131,17 +130,20 @@ def cpu_trainer(tmp_path: Path, **options: object) -> pl.Trainer:
 
 def test_only_a_table_of_its_own_trains_by_rows(tiny_bert: Path, tmp_path: Path) -> None:
     classifier = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=2)
-    assert train_embeddings_by_rows(cpu_trainer(tmp_path), classifier)
+    assert train_embeddings_by_rows(cpu_trainer(tmp_path), classifier, True)
     assert classifier.get_input_embeddings().sparse
     # An MLM head shares the table: every row gets a gradient, the dense update stays.
     masked = AutoModelForMaskedLM.from_pretrained(tiny_bert)
-    assert not train_embeddings_by_rows(cpu_trainer(tmp_path), masked)
+    assert not train_embeddings_by_rows(cpu_trainer(tmp_path), masked, True)
     assert not masked.get_input_embeddings().sparse
     # Clipping takes the norm of dense gradients; the flag set before is taken back.
-    assert not train_embeddings_by_rows(cpu_trainer(tmp_path, gradient_clip_val=1.0), classifier)
+    assert not train_embeddings_by_rows(
+        cpu_trainer(tmp_path, gradient_clip_val=1.0), classifier, True
+    )
     assert not classifier.get_input_embeddings().sparse
+    assert not train_embeddings_by_rows(cpu_trainer(tmp_path), classifier, False)  # not asked
     classifier.get_input_embeddings().weight.requires_grad_(False)
-    assert not train_embeddings_by_rows(cpu_trainer(tmp_path), classifier)
+    assert not train_embeddings_by_rows(cpu_trainer(tmp_path), classifier, True)
 
 
 def fit(run: Path, model: Path, *extra: str) -> object:
@@ -161,11 +163,11 @@ def fit(run: Path, model: Path, *extra: str) -> object:
 
 
 def test_a_cpu_fit_trains_the_embeddings_by_rows_with_adamws_weights(
-    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_bert: Path, tmp_path: Path
 ) -> None:
-    by_rows_fit = fit(tmp_path / "rows", tiny_bert)
-    assert isinstance(by_rows_fit.trainer.optimizers[0], RowSparseAdamW)  # type: ignore[attr-defined]
-    monkeypatch.setattr(optimization, "train_embeddings_by_rows", lambda trainer, model: False)
-    dense_fit = fit(tmp_path / "dense", tiny_bert)
-    assert type(dense_fit.trainer.optimizers[0]) is torch.optim.AdamW  # type: ignore[attr-defined]
-    assert_same(by_rows_fit.model, dense_fit.model)  # type: ignore[attr-defined]
+    by_rows = fit(tmp_path / "rows", tiny_bert)
+    assert isinstance(by_rows.trainer.optimizers[0], RowSparseAdamW)  # type: ignore[attr-defined]
+    dense = fit(tmp_path / "dense", tiny_bert, "--model.embedding_rows", "false")
+    assert type(dense.trainer.optimizers[0]) is torch.optim.AdamW  # type: ignore[attr-defined]
+    assert not dense.model.model.get_input_embeddings().sparse  # type: ignore[attr-defined]
+    assert_same(by_rows.model, dense.model)  # type: ignore[attr-defined]

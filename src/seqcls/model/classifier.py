@@ -56,6 +56,7 @@ class SequenceClassifier(pl.LightningModule):
         compile: bool = False,
         fast_cpu_dropout: bool = True,
         cpu_matmul_precision: CpuMatmulPrecision = "auto",
+        embedding_rows: bool = True,
         pooling: Pooling | None = None,
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
@@ -130,6 +131,11 @@ class SequenceClassifier(pl.LightningModule):
                 which rounds inputs to bf16) torch's own. ``medium``: oneDNN's products
                 whatever they do, bf16 inputs with AMX. ``highest``: MKL's fp32 products, as
                 torch does by default (see docs/hardware.md).
+            embedding_rows: Training in one process on a CPU, give the word embeddings the
+                gradient of the rows a batch looks up, and update them by those rows
+                (``row_sparse_adamw.py``): torch's AdamW's weights and saved state, faster.
+                False: a dense gradient and torch's AdamW on every row (for a callback that
+                reads that gradient). No effect elsewhere (docs/hardware.md).
             pooling: What the head reads of each row. ``first_token``: the first token, as
                 ``AutoModelForSequenceClassification`` does. ``mean``: the mean of the row's
                 tokens, as sentence encoders were trained (BERT, RoBERTa, ELECTRA and DeBERTa
@@ -347,4 +353,5 @@ class SequenceClassifier(pl.LightningModule):
             layer_lr_decay=options["layer_lr_decay"],
             head_learning_rate=options["head_learning_rate"],
             fresh_layers=options["reinit_layers"],
+            embedding_rows=options["embedding_rows"],
         )

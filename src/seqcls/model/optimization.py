@@ -65,15 +65,17 @@ def adamw_with_warmup(
     layer_lr_decay: float = 1.0,
     head_learning_rate: float | None = None,
     fresh_layers: int = 0,
+    embedding_rows: bool = True,
 ) -> Any:
     """AdamW with linear warm-up and decay, per optimizer step: ``configure_optimizers``' answer.
 
     Every trainable parameter of ``module`` trains at ``learning_rate``, unless a
     ``layer_lr_decay`` or a ``head_learning_rate`` gives ``model``'s layers and head rates of
     their own (``layerwise_groups``; the ``fresh_layers`` top layers drawn afresh train with the
-    head). torch's AdamW corrects the bias of its moment estimates, which BERT's original
-    optimiser did not (Mosbach et al. 2021 trace unstable fine-tuning on small sets partly to
-    that).
+    head). ``embedding_rows``: ``model``'s word embeddings train by rows where that pays
+    (``row_sparse_adamw.py``). torch's AdamW corrects the bias of its moment estimates, which
+    BERT's original optimiser did not (Mosbach et al. 2021 trace unstable fine-tuning on small
+    sets partly to that).
     """
     params = [p for p in module.parameters() if p.requires_grad]
     if model is not None and (layer_lr_decay != 1 or head_learning_rate is not None):
@@ -89,7 +91,7 @@ def adamw_with_warmup(
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
     fused = fused and not module.trainer.gradient_clip_val
     optimizer: AdamW
-    if model is not None and train_embeddings_by_rows(module.trainer, model):
+    if model is not None and train_embeddings_by_rows(module.trainer, model, embedding_rows):
         # The same results, the word embeddings' update on the rows that need it (on a CPU,
         # 7% of an SST-2 step with all-MiniLM-L6-v2): row_sparse_adamw.py.
         optimizer = RowSparseAdamW(groups, lr=learning_rate, betas=betas, eps=eps)

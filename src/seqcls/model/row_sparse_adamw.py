@@ -32,14 +32,14 @@ from seqcls.hardware import on_cpu
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
-def train_embeddings_by_rows(trainer: pl.Trainer, model: PreTrainedModel) -> bool:
+def train_embeddings_by_rows(trainer: pl.Trainer, model: PreTrainedModel, asked: bool) -> bool:
     """Whether ``model``'s word embeddings train by rows: set on them, and the answer.
 
-    Where it pays and the results stay AdamW's: one process on a CPU (a GPU updates the whole
-    table in a fraction of a millisecond, and DDP would reduce the rows apart), no gradient
-    clipping (whose norm takes dense gradients, and which turns the fused update off), an
-    eager model (not compiled), and a table of its own (an MLM head that shares it gives it
-    every row's gradient)."""
+    Where ``asked``, and where it pays and the results stay AdamW's: one process on a CPU (a
+    GPU updates the whole table in a fraction of a millisecond, and DDP would reduce the rows
+    apart), no gradient clipping (whose norm takes dense gradients, and which turns the fused
+    update off), an eager model (not compiled), and a table of its own (an MLM head that
+    shares it gives it every row's gradient)."""
     embedding = model.get_input_embeddings()
     if not isinstance(embedding, nn.Embedding):
         return False
@@ -47,7 +47,8 @@ def train_embeddings_by_rows(trainer: pl.Trainer, model: PreTrainedModel) -> boo
     shared = sum(param is weight for _, param in model.named_parameters(remove_duplicate=False))
     compiled = any(getattr(part, "_compiled_call_impl", None) for part in model.modules())
     embedding.sparse = (
-        on_cpu(trainer)
+        asked
+        and on_cpu(trainer)
         and isinstance(trainer.strategy, SingleDeviceStrategy)
         and not trainer.gradient_clip_val
         and weight.requires_grad
