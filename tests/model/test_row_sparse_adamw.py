@@ -167,8 +167,14 @@ PAIRS_APART = ("--data.text_pair_column", "text", "--data.pair_encoding", "separ
 
 @pytest.mark.parametrize(
     ("checkpoint", "options", "to_the_bit"),
-    [("tiny_bert", (), True), ("tiny_roberta", (), True), ("tiny_bert", PAIRS_APART, False)],
-    ids=["bert", "roberta", "pairs-apart"],
+    [
+        ("tiny_bert", (), True),
+        ("tiny_roberta", (), True),
+        ("tiny_bert", ("--trainer.precision", "bf16-mixed"), True),
+        ("tiny_bert", PAIRS_APART, False),
+        ("tiny_bert", ("--trainer.accumulate_grad_batches", "2"), False),
+    ],
+    ids=["bert", "roberta", "bf16-mixed", "pairs-apart", "accumulated"],
 )
 def test_a_cpu_fit_trains_the_embeddings_by_rows_with_adamws_weights(
     checkpoint: str,
@@ -185,7 +191,7 @@ def test_a_cpu_fit_trains_the_embeddings_by_rows_with_adamws_weights(
     assert not dense.model.model.get_input_embeddings().sparse  # type: ignore[attr-defined]
     if to_the_bit:
         assert_same(by_rows.model, dense.model)  # type: ignore[attr-defined]
-    else:  # each text of a pair looks the table up: two sums, which may add in another order
+    else:  # the table is looked up twice a step: two sums, which may add in another order
         rows_state, dense_state = by_rows.model.state_dict(), dense.model.state_dict()  # type: ignore[attr-defined]
         for name, weight in rows_state.items():
             torch.testing.assert_close(weight, dense_state[name], rtol=1e-5, atol=1e-6)
