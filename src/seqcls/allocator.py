@@ -1,10 +1,11 @@
 """Keep freed memory in the process for the next training step, instead of handing it back.
 
-Every training step allocates and frees the same large buffers: the word embeddings' dense
-gradient alone is 47 MB for a MiniLM. glibc's malloc serves blocks over 32 MB (and smaller
-ones, as its thresholds move) with fresh ``mmap`` pages and returns them on ``free``, so the
-next step faults every page in again and the kernel zeroes it: on a 2-core CPU about 2
-million page faults and 3 s of system time in a 4,096-row SST-2 fit (docs/benchmarks.md).
+Every training step allocates and frees the same large buffers: activations, and where the
+word embeddings train on every row, their dense gradient, 47 MB for a MiniLM. glibc's malloc
+serves blocks over 32 MB (and smaller ones, as its thresholds move) with fresh ``mmap``
+pages and returns them on ``free``, so the next step faults every page in again and the
+kernel zeroes it: on a 2-core CPU about 2 million page faults and 3 s of system time in a
+4,096-row SST-2 fit with that dense gradient (docs/benchmarks.md).
 Raising the mmap and trim thresholds keeps those blocks on the heap for reuse. The peak
 memory is the same; the process just does not shrink between steps.
 
