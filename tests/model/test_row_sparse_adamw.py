@@ -60,7 +60,7 @@ def train(model: Lookup, optimizer: torch.optim.Optimizer, steps: range) -> None
     for _ in range(steps.start):
         schedule.step()
     for step in steps:
-        # Rows 0 (padding) to 30 + 10 a step: new rows arrive, older ones come back or rest.
+        # Rows 0 (padding) to 40 + 10 a step: new rows arrive, older ones come back or rest.
         ids = torch.randint(
             0, 40 + 10 * step, (16, 6), generator=torch.Generator().manual_seed(step)
         )

@@ -90,12 +90,12 @@ class RowSparseAdamW(AdamW):
         state = self.state[param]
         if "rows" not in state:
             state.update(_compact(param, state))
-        summed = _add_rows(state, grad)
+        ids, sums = _add_rows(state, grad)
         count = state["count"]
         rows = state["rows"][:count]
         lr, decay = float(group["lr"]), group["weight_decay"]
         table_grad = param.new_zeros(count, param.shape[1])
-        table_grad.index_copy_(0, state["slots"][summed.ids], summed.sums)
+        table_grad.index_copy_(0, state["slots"][ids], sums)
         weights = param.index_select(0, rows)
         if decay:
             # What AdamW's update does to a row with no gradient and no moments, to the bit
@@ -131,24 +131,22 @@ class RowSparseAdamW(AdamW):
         return saved
 
 
-class _RowSums:
-    """A sparse gradient's distinct rows (``ids``) and each one's summed gradient."""
-
-    def __init__(self, grad: Tensor) -> None:
-        if grad.is_coalesced():
-            ids, values = grad.indices()[0], grad.values()
-        else:
-            ids, values = grad._indices()[0], grad._values()
-        self.ids, order = torch.unique(ids, return_inverse=True)
-        # index_add_ sums each row's entries in the order they come, from zero, as the dense
-        # embedding backward does: the same gradient to the last bit.
-        self.sums = values.new_zeros(len(self.ids), values.shape[1]).index_add_(0, order, values)
+def _row_sums(grad: Tensor) -> tuple[Tensor, Tensor]:
+    """A sparse gradient's distinct rows, and each one's summed gradient."""
+    if grad.is_coalesced():
+        ids, values = grad.indices()[0], grad.values()
+    else:
+        ids, values = grad._indices()[0], grad._values()
+    rows, order = torch.unique(ids, return_inverse=True)
+    # index_add_ sums each row's entries in the order they come, from zero, as the dense
+    # embedding backward does: the same gradient to the last bit.
+    return rows, values.new_zeros(len(rows), values.shape[1]).index_add_(0, order, values)
 
 
-def _add_rows(state: dict[str, Any], grad: Tensor) -> _RowSums:
-    """The gradient's rows, with those not yet in the moments' table added to it."""
-    summed = _RowSums(grad)
-    new = summed.ids[state["slots"][summed.ids] < 0]
+def _add_rows(state: dict[str, Any], grad: Tensor) -> tuple[Tensor, Tensor]:
+    """The gradient's rows and their sums, with rows not yet in the moments' table added."""
+    ids, sums = _row_sums(grad)
+    new = ids[state["slots"][ids] < 0]
     if len(new):
         count = state["count"]
         if count + len(new) > len(state["rows"]):
@@ -159,7 +157,7 @@ def _add_rows(state: dict[str, Any], grad: Tensor) -> _RowSums:
         state["slots"][new] = torch.arange(count, count + len(new), device=new.device)
         state["rows"][count : count + len(new)] = new
         state["count"] = count + len(new)
-    return summed
+    return ids, sums
 
 
 def _with_room(table: Tensor, length: int) -> Tensor:
