@@ -133,10 +133,8 @@ class RowSparseAdamW(AdamW):
 
 def _row_sums(grad: Tensor) -> tuple[Tensor, Tensor]:
     """A sparse gradient's distinct rows, and each one's summed gradient."""
-    if grad.is_coalesced():
-        ids, values = grad.indices()[0], grad.values()
-    else:
-        ids, values = grad._indices()[0], grad._values()
+    # The raw entries, coalesced or not (the public accessors refuse an uncoalesced tensor).
+    ids, values = grad._indices()[0], grad._values()
     rows, order = torch.unique(ids, return_inverse=True)
     # index_add_ sums each row's entries in the order they come, from zero, as the dense
     # embedding backward does: the same gradient to the last bit.
