@@ -16,7 +16,8 @@
         one epoch of XLA's fixed-shape packed training batches, planned and counted on the host
     python benchmarks/run.py step-parts --model MODEL --train FILE
         one CPU training step as a seqcls fit runs it, split by operator: matrix products and
-        their rate, the AdamW update, attention, other operators, and what is outside them
+        their rate, the AdamW update, attention, other operators, and what is outside them;
+        then its floor: its own products alone, the update, and the model at almost no width
     python benchmarks/run.py checkpoint-save --model MODEL
         a fit's checkpoint (weights and AdamW's state) written by Lightning's plain writer and
         by seqcls's, in turn: seconds per save, and the memory Python held while saving

@@ -23,7 +23,11 @@ profiler, whose per-operator times split a step into:
 The split is of the profiled steps (the profiler adds a little to each); ``step_ms`` is the
 median without it. The profiler adds much more to one operator, filling the word embeddings'
 gradient with zeros, so the timed steps also measure, without it, the update and the word
-embeddings' whole backward (from the gradient of their output to their weights' gradient)::
+embeddings' whole backward (from the gradient of their output to their weights' gradient).
+
+Last, the floor of such a step (``step_floor.py``): the profiled batches' own products
+replayed alone, plus the update, plus the same steps on the model cut to almost no width;
+``floor_mfu`` is the useful MFU a step would reach if nothing else cost anything::
 
     python benchmarks/run.py step-parts --model models/all-MiniLM-L6-v2 \\
         --train GLUE_DIR/SST-2/train.tsv --text-column sentence
@@ -31,14 +35,13 @@ embeddings' whole backward (from the gradient of their output to their weights' 
 
 import argparse
 import collections
-import csv
-import random
 import statistics
 import time
 from pathlib import Path
 from typing import Any, get_args
 
 import torch
+from cpu_step import batches_of, trainable
 from harness import (
     StepClock,
     command_line,
@@ -48,28 +51,24 @@ from harness import (
     subcommand_parser,
     write_json,
 )
+from step_floor import (
+    PRODUCT_OPERATORS,
+    Product,
+    ProductRecorder,
+    narrow_step_ms,
+    products_alone_ms,
+)
 from torch.profiler import ProfilerActivity, profile
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.allocator import keep_freed_memory
-from seqcls.data.loaders import ONE_ROW_MULTIPLE
-from seqcls.data.packing import PackInOneRow
 from seqcls.model import segment_attention
-from seqcls.model.cpu_dropout import use_cpu_dropout
-from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
-    keep_attention_in_mkl,
     torch_precision_for,
 )
-from seqcls.model.mean_pooling import pool_by_mean
-from seqcls.model.packed_forward import PackedForward
-from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
-from seqcls.model.row_sparse_adamw import RowSparseAdamW
 
-BATCH = 32
-PRODUCTS = {"aten::mm", "aten::addmm"}
+PRODUCTS = {f"aten::{name}" for name in PRODUCT_OPERATORS}
 ATTENTION = {
     "aten::bmm",
     "aten::baddbmm",
@@ -114,33 +113,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.steps < 4:
         p.error("--steps must be at least 4: one warm-up, one timed, two profiled")
     return args
-
-
-def batches_of(args: argparse.Namespace) -> list[dict[str, torch.Tensor]]:
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    with open(args.train, encoding="utf-8-sig", newline="") as stream:
-        tsv = args.train.endswith(".tsv")  # GLUE's TSVs quote nothing
-        rows = csv.DictReader(
-            stream,
-            delimiter="\t" if tsv else ",",
-            quoting=csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL,
-        )
-        texts = [row[args.text_column] for row in rows]
-    if len(texts) < BATCH * args.steps:
-        raise SystemExit(
-            f"run.py step-parts: --train has {len(texts)} rows, fewer than --steps "
-            f"{args.steps} batches of {BATCH} need; give fewer --steps or a larger file"
-        )
-    texts = random.Random(0).sample(texts, BATCH * args.steps)
-    encoded = tokenizer(texts, truncation=True, max_length=128)
-    features = [
-        {"input_ids": ids, "token_type_ids": types, "labels": i % 2}
-        for i, (ids, types) in enumerate(
-            zip(encoded["input_ids"], encoded["token_type_ids"], strict=True)
-        )
-    ]
-    collate = PackInOneRow(tokenizer.pad_token_id or 0, ONE_ROW_MULTIPLE)
-    return [collate(features[i : i + BATCH]) for i in range(0, len(features), BATCH)]
 
 
 class EmbeddingBackwardClock:
@@ -223,26 +195,11 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     steps = args.steps
     batches = batches_of(args)
-    rates = dropout_settings(checkpoint_config(args.model), args.dropout)
-    model = load_for_training(AutoModelForSequenceClassification, args.model, num_labels=2, **rates)
-    if args.pooling == "mean":
-        pool_by_mean(model)
-    else:
-        compute_last_layer_for_first_token(model)
-    keep_attention_in_mkl(model)  # as a fit on a CPU: SDPA at torch's default precision
-    use_cpu_dropout(model)
-    forward = PackedForward(model)
-    forward.use_segments()
     precision = MatmulPrecision()
     precision.apply(
         torch_precision_for(args.cpu_matmul_precision, on_cpu=True, trainer_precision="32-true")
     )
-    optimizer: torch.optim.Optimizer
-    if args.embedding_update == "rows":
-        model.get_input_embeddings().sparse = True
-        optimizer = RowSparseAdamW(model.parameters(), lr=1e-5, weight_decay=0.01)
-    else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
+    model, forward, optimizer = trainable(args)
     profiled_from = max(1, steps // 2)
     clock = StepClock(warmup_steps=profiled_from)  # counts the tokens and FLOPs profiled
     clock.attach(model)
@@ -261,6 +218,14 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         clock.end()
         return time.perf_counter() - started
 
+    def products_of(batch: dict[str, torch.Tensor]) -> list[Product]:
+        """The products of one more step on ``batch``, outside the clock."""
+        with ProductRecorder() as recorder:
+            forward(batch).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        return recorder.products
+
     times = [train(step, batch) for step, batch in enumerate(batches[:profiled_from])]
     embedding_backward.stop()
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
@@ -269,6 +234,11 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             train(step, batch)
         profiled = (time.perf_counter() - started) / (steps - profiled_from)
     parts = split_by_operator(profiler.events(), steps - profiled_from, profiled)
+    # The profiled batches' own products, each batch's replayed once: their mean.
+    alone_ms = statistics.mean(
+        products_alone_ms(products_of(batch)) for batch in batches[profiled_from:]
+    )
+    narrow_ms = narrow_step_ms(args, batches[:profiled_from])
 
     tokens = round(clock.real_tokens / clock.steps)
     flops = clock.useful_flops / clock.steps
@@ -277,27 +247,36 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
         for name, seconds in parts.items()
         if name.startswith("other: ")
     )
+    peak = matmul_peak_flops()
+    step_ms = statistics.median(times[1:]) * 1e3
+    update_ms = statistics.median(updates[1:profiled_from]) * 1e3
+    floor_ms = alone_ms + update_ms + narrow_ms
     results = {
         "matmul_precision": torch.get_float32_matmul_precision(),
         "pooling": args.pooling,
         "dropout": args.dropout,
         "segment_attention": args.segment_attention,
         "embedding_update": args.embedding_update,
-        "step_ms": statistics.median(times[1:]) * 1e3,
+        "step_ms": step_ms,
         "timed_steps": len(times) - 1,
         "tokens_per_step": tokens,
         "profiled_step_ms": profiled * 1e3,
         "products_ms": parts["products"] * 1e3,
         "products_gflop": flops / 1e9,
         "products_gflop_per_s": flops / parts["products"] / 1e9,
-        "square_2048_gflop_per_s": matmul_peak_flops() / 1e9,
+        "square_2048_gflop_per_s": peak / 1e9,
+        "useful_mfu": flops / step_ms * 1e3 / peak,
         "update_ms": parts["update"] * 1e3,
-        "update_ms_unprofiled": statistics.median(updates[1:profiled_from]) * 1e3,
+        "update_ms_unprofiled": update_ms,
         "embedding_backward_ms_unprofiled": embedding_backward.median_ms(),
         "attention_ms": parts["attention"] * 1e3,
         "other_ms": parts["other"] * 1e3,
         "largest_other_ms": largest,
         "outside_operators_ms": parts["outside"] * 1e3,
+        "products_alone_ms": alone_ms,
+        "narrow_step_ms": narrow_ms,
+        "floor_ms": floor_ms,
+        "floor_mfu": flops / floor_ms * 1e3 / peak,
     }
     precision.restore()
     print(key_value_table(results))

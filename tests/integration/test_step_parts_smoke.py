@@ -59,6 +59,15 @@ def test_a_step_splits_into_its_parts(tiny_bert: Path, tmp_path: Path) -> None:
     assert len(largest) == 4
     assert sorted(largest, reverse=True) == largest
     assert largest[0] <= parts["other_ms"]
+    # The floor: the step's products alone, the update, and the narrow model's step.
+    assert 0 < parts["products_alone_ms"] < parts["profiled_step_ms"]
+    assert parts["narrow_step_ms"] > 0
+    assert parts["floor_ms"] == pytest.approx(
+        parts["products_alone_ms"] + parts["update_ms_unprofiled"] + parts["narrow_step_ms"]
+    )
+    mfu = parts["products_gflop"] * 1e9 / parts["square_2048_gflop_per_s"] / 1e9
+    assert parts["useful_mfu"] == pytest.approx(mfu / parts["step_ms"] * 1e3)
+    assert parts["floor_mfu"] == pytest.approx(mfu / parts["floor_ms"] * 1e3)
 
 
 def test_a_file_too_small_for_the_steps_is_one_line(tiny_bert: Path, tmp_path: Path) -> None:
