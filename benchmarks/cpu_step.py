@@ -61,8 +61,11 @@ def narrow_config(config: Any) -> Any:
     narrow = config.__class__.from_dict(config.to_dict())
     narrow.hidden_size = 2 * config.num_attention_heads
     narrow.intermediate_size = 4 * narrow.hidden_size
-    if getattr(config, "embedding_size", None) is not None:  # ELECTRA's own embedding width
-        narrow.embedding_size = narrow.hidden_size
+    # Widths some architectures set apart from hidden_size: ELECTRA's embeddings, DeBERTa's
+    # pooler.
+    for width in ("embedding_size", "pooler_hidden_size"):
+        if getattr(config, width, None) is not None:
+            setattr(narrow, width, narrow.hidden_size)
     return narrow
 
 

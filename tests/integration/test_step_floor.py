@@ -4,7 +4,7 @@ whose operators do almost no arithmetic."""
 import pytest
 import torch
 from benchmark_entry import load_run
-from transformers import BertConfig, ElectraConfig
+from transformers import BertConfig, DebertaV2Config, ElectraConfig
 
 
 def test_the_recorder_keeps_every_product_of_a_forward_and_backward() -> None:
@@ -49,8 +49,9 @@ def test_a_replay_times_every_product_it_is_given() -> None:
     [
         BertConfig(hidden_size=384, intermediate_size=1536, num_attention_heads=12),
         ElectraConfig(embedding_size=128, hidden_size=256, num_attention_heads=4),
+        DebertaV2Config(hidden_size=256, num_attention_heads=4),
     ],
-    ids=["bert", "electra"],
+    ids=["bert", "electra", "deberta-v2"],
 )
 def test_the_narrow_model_keeps_the_layers_and_drops_the_width(config: object) -> None:
     load_run()
@@ -61,5 +62,6 @@ def test_the_narrow_model_keeps_the_layers_and_drops_the_width(config: object) -
     assert narrow.num_attention_heads == heads
     assert narrow.num_hidden_layers == config.num_hidden_layers  # type: ignore[attr-defined]
     assert (narrow.hidden_size, narrow.intermediate_size) == (2 * heads, 8 * heads)
-    assert getattr(narrow, "embedding_size", narrow.hidden_size) == narrow.hidden_size
+    for width in ("embedding_size", "pooler_hidden_size"):
+        assert getattr(narrow, width, narrow.hidden_size) == narrow.hidden_size, width
     assert config.hidden_size > narrow.hidden_size  # type: ignore[attr-defined]  # not changed
