@@ -73,9 +73,10 @@ def trainable(args: argparse.Namespace, narrow: bool = False) -> tuple[Any, Any,
     """The model, its packed forward and its optimizer as a fit on a CPU sets them up; with
     ``narrow``, the same architecture at almost no width and random weights
     (``narrow_config``)."""
-    rates = dropout_settings(checkpoint_config(args.model), args.dropout)
+    config = checkpoint_config(args.model)
+    rates = dropout_settings(config, args.dropout)
     if narrow:
-        config = narrow_config(checkpoint_config(args.model))
+        config = narrow_config(config)
         config.update({"num_labels": 2, **rates})
         model = AutoModelForSequenceClassification.from_config(config).train()
     else:
@@ -97,3 +98,10 @@ def trainable(args: argparse.Namespace, narrow: bool = False) -> tuple[Any, Any,
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.01, fused=True)
     return model, forward, optimizer
+
+
+def train_once(forward: Any, optimizer: Any, batch: dict[str, torch.Tensor]) -> None:
+    """One training step on ``batch``: forward, backward, the update, the gradients freed."""
+    forward(batch).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)

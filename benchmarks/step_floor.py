@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from cpu_step import trainable
+from cpu_step import train_once, trainable
 from torch.utils._python_dispatch import TorchDispatchMode
 
 PRODUCT_OPERATORS = {"mm", "addmm"}  # the matrix products step-parts counts
@@ -94,8 +94,6 @@ def narrow_step_ms(args: argparse.Namespace, batches: list[dict[str, torch.Tenso
     times = []
     for batch in batches:
         started = time.perf_counter()
-        forward(batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        train_once(forward, optimizer, batch)
         times.append(time.perf_counter() - started)
     return statistics.median(times[1:]) * 1e3

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import torch
-from cpu_step import batches_of, trainable
+from cpu_step import batches_of, train_once, trainable
 from harness import (
     StepClock,
     command_line,
@@ -221,9 +221,7 @@ def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     def products_of(batch: dict[str, torch.Tensor]) -> list[Product]:
         """The products of one more step on ``batch``, outside the clock."""
         with ProductRecorder() as recorder:
-            forward(batch).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            train_once(forward, optimizer, batch)
         return recorder.products
 
     times = [train(step, batch) for step, batch in enumerate(batches[:profiled_from])]
