@@ -59,6 +59,9 @@
 # plus --trainer.precision 16-mixed on n1 machines: T4, V100 and P4 have no bf16. The launcher
 # sets the run directory: a --trainer.default_root_dir there, or in a config file stacked
 # there, must be a gs:// one.
+# The files the job reads (--config, --data.*_file, --model.model_name_or_path, --ckpt_path,
+# there or in a stacked config) must be in the image (configs/) or a bucket (gs://); the model
+# may be a hub id (docs/cloud.md#your-data-on-a-vertex-ai-gpu).
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"

@@ -33,6 +33,9 @@
 #       --config configs/trainer/tpu.yaml --ckpt_path last
 # The launcher sets the run directory: a --trainer.default_root_dir there, or in a config file
 # stacked there, must be a gs:// one.
+# The files the job reads (--config, --data.*_file, --model.model_name_or_path, --ckpt_path,
+# there or in a stacked config) must be in the image (configs/) or a bucket (gs://); the model
+# may be a hub id (docs/cloud.md#your-data-on-a-vertex-ai-gpu).
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"

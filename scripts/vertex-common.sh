@@ -6,6 +6,8 @@
 
 script="$(basename "$0")"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/container-paths.sh
+source "$repo/scripts/container-paths.sh"
 project="${PROJECT:-}"
 region="${REGION:-}"
 bucket="${BUCKET:-}"
@@ -145,17 +147,20 @@ vertex_py() {
 }
 
 # Reads the seqcls arguments, in order, for what the checks need: the --config files (any of
-# --config F, --config=F, -c F), the data settings that name the metrics, and the run
-# directory (a later one overrides an earlier one, as in seqcls). A config file of the
-# repository is read with Python only when it mentions default_root_dir, so most launches need
-# no Python at all; a file that is not here (gs://, one of the image's own) is passed over.
+# --config F, --config=F, -c F), the data settings that name the metrics, the files the
+# container reads (container-paths.sh) and the run directory (a later one overrides an earlier
+# one, as in seqcls). A config file of the repository is read with Python only when it
+# mentions default_root_dir or a key of those files, so most launches need no Python at all;
+# a file that is not here (gs://) is passed over.
 scan_seqcls_args() {
   local i arg flag value file
   for ((i = 0; i < ${#seqcls_args[@]}; i++)); do
     arg="${seqcls_args[i]}"
     case "$arg" in
-      --config=* | --trainer.default_root_dir=* | --data.*=*) flag="${arg%%=*}" value="${arg#*=}" ;;
-      --config | -c | --trainer.default_root_dir | --data.*)
+      --config=* | --trainer.default_root_dir=* | --data.*=* | --model.model_name_or_path=* | --ckpt_path=*)
+        flag="${arg%%=*}" value="${arg#*=}"
+        ;;
+      --config | -c | --trainer.default_root_dir | --data.* | --model.model_name_or_path | --ckpt_path)
         flag="$arg" value="${seqcls_args[i + 1]:-}"
         i=$((i + 1))
         ;;
@@ -175,6 +180,7 @@ scan_seqcls_args() {
           value="$(vertex_py --get trainer.default_root_dir "$file")"
           if [[ -n "$value" ]]; then root_dir="$value" root_dir_from="--config ${stacked_configs[-1]}"; fi
         fi
+        read_config "$file" "${stacked_configs[-1]}"
         ;;
       --trainer.default_root_dir)
         root_dir="$value" root_dir_from="$flag"
@@ -182,6 +188,10 @@ scan_seqcls_args() {
         ;;
       --data.metrics | --data.problem_type | --data.validation_split | --data.validation_file)
         data_sources+=("$flag=$value")
+        ;;&
+      --data.train_file | --data.validation_file | --data.test_file | --data.predict_file | \
+        --model.model_name_or_path | --ckpt_path)
+        read_flag "$flag" "$value"
         ;;
     esac
   done
@@ -257,6 +267,7 @@ resolve_options() {
   scan_seqcls_args
   check_target
   check_run_dir
+  check_container_paths "$bucket" "${stacked_configs[@]}"
   ((${#seqcls_args[@]})) || default_seqcls_args
 }
 

@@ -12,6 +12,11 @@ from conftest import REPO, REQUIRED, Launcher
 pytestmark = pytest.mark.cloud
 
 GPU, TPU = "train-cloud-gpu.sh", "train-cloud-tpu.sh"
+# configs/local.yaml's model and files are this machine's: a job stacking it names others.
+OWN_FILES_IN_A_BUCKET = [
+    "--model.model_name_or_path", "gs://b/models/all-MiniLM-L6-v2",
+    "--data.train_file", "gs://b/data/train.csv", "--data.validation_file", "gs://b/data/v.csv",
+]  # fmt: skip
 REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 
 
@@ -166,7 +171,7 @@ def test_n1_with_a_gpu_config_after_double_dash_must_choose_16_mixed(launcher: L
         launcher.dry_run(GPU, *n1, "--", *own)["workerPoolSpecs"][0]["containerSpec"]["args"] == own
     )
     # A config of the user's own may set the precision: only the shipped GPU configs are known.
-    launcher.dry_run(GPU, *n1, "--", "fit", "--config", "mine.yaml")
+    launcher.dry_run(GPU, *n1, "--", "fit", "--config", "gs://my-bucket/configs/mine.yaml")
     result = launcher(GPU, "--dry-run", *REQUIRED, *n1, "--", *own[:-1], check=False)
     assert result.returncode == 2
     assert result.stderr == (
@@ -567,7 +572,8 @@ def test_tuning_spec_floats_read_as_floats_in_yaml_1_1(launcher: Launcher) -> No
 
 
 def test_a_gs_run_directory_of_the_users_is_the_one_named(launcher: Launcher) -> None:
-    args = ["--", "fit", "--config", "configs/local.yaml", "--trainer.default_root_dir", "gs://b/r"]
+    args = ["--", "fit", "--config", "configs/local.yaml", "--trainer.default_root_dir", "gs://b/r",
+            *OWN_FILES_IN_A_BUCKET]  # fmt: skip
     out = launcher(GPU, "--dry-run", *REQUIRED, *args).stdout
     assert "# Run directory: gs://b/r\n" in out
     # null is seqcls's default: the job's own directory.
