@@ -20,24 +20,33 @@ READ_KEYS = [
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
-def image_sources(stage: str) -> set[str]:
-    """The repository paths that the Dockerfile's stage copies into the image's WORKDIR."""
-    copied: set[str] = set()
+def image_sources(stage: str) -> dict[str, str]:
+    """What the Dockerfile's stage copies: each path in the image's WORKDIR, and its source in
+    the repository (``COPY a b ./`` puts a file under its own name, ``COPY src ./src`` a
+    folder where it says)."""
+    copied: dict[str, str] = {}
     current = None
     for line in (REPO / "Dockerfile").read_text().splitlines():
         words = line.split()
         if words[:1] == ["FROM"]:
             current = words[-1]
         elif words[:1] == ["COPY"] and current == stage:
-            copied.update(word for word in words[1:-1] if not word.startswith("--"))
+            *sources, destination = [word for word in words[1:] if not word.startswith("--")]
+            destination = destination.removeprefix("./").rstrip("/")
+            for source in sources:
+                inside = source.rsplit("/", 1)[-1] if len(sources) > 1 or not destination else ""
+                copied["/".join(part for part in (destination, inside) if part)] = source
     assert copied, f"the Dockerfile has no stage {stage} that copies files"
     return copied
 
 
 def in_image(path: str, stage: str = "gpu") -> bool:
+    """True when the image holds ``path`` (relative to its WORKDIR, or under /app)."""
     path = path.removeprefix("/app/").removeprefix("./")
-    held = any(path == source or path.startswith(f"{source}/") for source in image_sources(stage))
-    return held and (REPO / path).exists()
+    for held, source in image_sources(stage).items():
+        if path == held or path.startswith(f"{held}/"):
+            return (REPO / source / path.removeprefix(held).lstrip("/")).exists()
+    return False
 
 
 def documented_command() -> list[str]:
@@ -102,7 +111,9 @@ def test_the_launchers_know_what_the_images_hold() -> None:
     script = (REPO / "scripts/container-paths.sh").read_text()
     [listed] = re.findall(r"^image_folders=\((.*)\)$", script, re.MULTILINE)
     for stage in ("gpu", "tpu"):
-        folders = {path for path in image_sources(stage) if (REPO / path).is_dir()}
+        folders = {
+            held for held, source in image_sources(stage).items() if (REPO / source).is_dir()
+        }
         assert set(listed.split()) == folders, stage
 
 
