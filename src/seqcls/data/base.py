@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizerBase
 from seqcls.cloud.storage import default_cache_dir
 from seqcls.data.encoding import load_tokenizer
 from seqcls.data.loaders import Collate, eval_loader, train_loader
+from seqcls.data.selection import holds_out_nothing
 from seqcls.data.sources import SplitSources
 
 # seed_everything's default in every seqcls command; also the data seed outside a Trainer.
@@ -68,7 +69,7 @@ class TextDataModule(pl.LightningDataModule):
     def holds_out_nothing(self) -> bool:
         """No validation set, and ``--data.validation_fraction 0``: every training row
         trains, and a fit validates nothing (``run/validation_off.py``)."""
-        return self.validation_fraction == 0 and not self.sources.has_validation()
+        return holds_out_nothing(self.validation_fraction, self.sources)
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:

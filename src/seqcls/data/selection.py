@@ -7,9 +7,15 @@ from dataclasses import dataclass
 import datasets
 
 from seqcls.data.columns import LABELS
-from seqcls.data.sources import Source
+from seqcls.data.sources import Source, SplitSources
 from seqcls.data.tables import column_values
 from seqcls.errors import ConfigurationError
+
+
+def holds_out_nothing(validation_fraction: float, sources: SplitSources) -> bool:
+    """Whether a fit trains on every training row and validates nothing: no validation set,
+    and a ``validation_fraction`` of 0 to hold out of the training rows."""
+    return validation_fraction == 0 and not sources.has_validation()
 
 
 def hold_out(

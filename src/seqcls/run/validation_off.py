@@ -10,6 +10,7 @@ import logging
 
 from jsonargparse import Namespace
 
+from seqcls.data.selection import holds_out_nothing
 from seqcls.data.sources import SplitSources
 from seqcls.errors import ConfigurationError
 
@@ -18,22 +19,23 @@ NOTHING_HELD_OUT = "--data.validation_fraction 0"
 NO_VALIDATION_BATCHES = "--trainer.limit_val_batches 0"
 
 
-def holds_out_nothing(data: Namespace) -> bool:
+def holds_out_nothing_in(data: Namespace) -> bool:
     """Whether ``data`` (the ``--data.*`` options) names no validation set and holds no
-    training row out, by the data module's own rule for its sets (``data/sources.py``)."""
-    if data.get("validation_fraction") != 0:
+    training row out, by the data module's own rule (``data/selection.py``)."""
+    fraction = data.get("validation_fraction")
+    if fraction != 0:
         return False
     options = data.as_dict()
     sources = SplitSources.from_arguments(
         options.pop("dataset_name", None), options.pop("dataset_config", None), **options
     )
-    return not sources.has_validation()
+    return holds_out_nothing(fraction, sources)
 
 
 def turn_off_validation(config: Namespace, subcommand: str | None) -> None:
     """A fit that holds out nothing validates nothing; a ``validate`` of it is refused."""
     data = config.get("data")
-    if not isinstance(data, Namespace) or not holds_out_nothing(data):
+    if not isinstance(data, Namespace) or not holds_out_nothing_in(data):
         return
     if subcommand == "validate":
         raise ConfigurationError(
@@ -52,7 +54,7 @@ def turn_off_validation(config: Namespace, subcommand: str | None) -> None:
 def validation_off_by(config: Namespace) -> str | None:
     """The flag that turns this run's validation off, or None where it validates."""
     data = config.get("data")
-    if isinstance(data, Namespace) and holds_out_nothing(data):
+    if isinstance(data, Namespace) and holds_out_nothing_in(data):
         return NOTHING_HELD_OUT
     if config.trainer.get("limit_val_batches") in (0, 0.0):
         return NO_VALIDATION_BATCHES
