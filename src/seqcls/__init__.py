@@ -21,6 +21,8 @@ from typing import Any
 
 _EXPORTS = {
     "ClassificationBatches": "seqcls.data.batches",
+    "ClassificationLinks": "seqcls.data.model_links",
+    "ClassificationRows": "seqcls.data.rows",
     "ConfigurationError": "seqcls.errors",
     "MaskedLanguageModel": "seqcls.mlm.model",
     "SequenceClassifier": "seqcls.model.classifier",

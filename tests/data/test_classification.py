@@ -8,6 +8,7 @@ import torch
 from pytorch_lightning.accelerators import CUDAAccelerator
 
 import seqcls.data.encoding
+import seqcls.data.rows
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.sub_batches import pieces_of
 from seqcls.errors import ConfigurationError
@@ -81,13 +82,13 @@ def test_columns_are_mapped_and_pairs_are_encoded_together(make_data) -> None:
 
 def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypatch) -> None:
     calls: list[str] = []
-    encode = seqcls.data.encoding.encode_table
+    encode = seqcls.data.rows.encode_table
 
     def counting(source, **kwargs):
         calls.append(source.label)
         return encode(source, **kwargs)
 
-    monkeypatch.setattr(seqcls.data.encoding, "encode_table", counting)
+    monkeypatch.setattr(seqcls.data.rows, "encode_table", counting)
     first = make_data()
     first.setup("fit")
     assert len(calls) == 2  # train and validation
@@ -100,10 +101,10 @@ def test_second_setup_reads_the_cache_instead_of_tokenizing(make_data, monkeypat
 def test_each_cache_entry_is_named_once_in_the_log(make_data, caplog) -> None:
     """A fit's prepare_data tokenizes and its setup reads the cache again: each split named
     once, not twice (here: two setups, as a second data module in one process)."""
-    with caplog.at_level(logging.INFO, logger="seqcls.data.encoding"):
+    with caplog.at_level(logging.INFO, logger="seqcls.data.token_cache"):
         make_data().setup("fit")
         make_data().setup("fit")
-    encoding = [record for record in caplog.records if record.name == "seqcls.data.encoding"]
+    encoding = [record for record in caplog.records if record.name == "seqcls.data.token_cache"]
     lines = [record.getMessage().split(": ")[1] for record in encoding]
     assert sorted(line.split(" ")[0] for line in lines) == ["tokenizing", "tokenizing"]
 
@@ -114,9 +115,9 @@ def test_each_cache_entry_is_named_once_in_the_log(make_data, caplog) -> None:
 def test_changing_what_shapes_the_tokens_tokenizes_again(make_data, monkeypatch, change) -> None:
     make_data().setup("validate")
     calls: list[str] = []
-    encode = seqcls.data.encoding.encode_table
+    encode = seqcls.data.rows.encode_table
     monkeypatch.setattr(
-        seqcls.data.encoding,
+        seqcls.data.rows,
         "encode_table",
         lambda src, **kw: calls.append(src.label) or encode(src, **kw),
     )

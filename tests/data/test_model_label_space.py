@@ -1,12 +1,12 @@
 """The labels of a fine-tuned model, for commands given no training rows, and what a model
-path that names none is instead (seqcls.data.encoding.model_label_space)."""
+path that names none is instead (seqcls.data.model_files.model_label_space)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from seqcls.data.encoding import model_label_space
+from seqcls.data.model_files import model_label_space
 from seqcls.errors import ConfigurationError
 
 NO_LABELS = (

@@ -15,7 +15,7 @@ from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, XLAA
 from sample_data import fake_trainer
 from tiny_models import as_sentence_encoder
 
-import seqcls.data.encoding
+import seqcls.data.rows
 import seqcls.sentence_encoder
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.data.columns import INDEX, LABELS, PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
@@ -153,9 +153,9 @@ def test_joint_and_separate_are_cached_apart(make_data, monkeypatch) -> None:
     joint = make_data(pair_encoding="joint")
     joint.setup("validate")
     calls: list[str] = []
-    encode = seqcls.data.encoding.encode_table
+    encode = seqcls.data.rows.encode_table
     monkeypatch.setattr(
-        seqcls.data.encoding,
+        seqcls.data.rows,
         "encode_table",
         lambda source, **kwargs: calls.append(source.label) or encode(source, **kwargs),
     )

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from seqcls.data import sources
+from seqcls.data import sources, tables
 from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 
@@ -18,14 +18,14 @@ def _write(path: Path, rows: list[tuple[str, str]]) -> str:
 @pytest.fixture
 def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
-    real = sources.read_table
+    real = tables.read_table
 
     def read_table(path: str, *, flag: str, cache_dir: Path | None):  # type: ignore[no-untyped-def]
         reads.append(path)
         return real(path, flag=flag, cache_dir=cache_dir)
 
-    monkeypatch.setattr(sources, "read_table", read_table)
-    sources._read_file.cache_clear()
+    monkeypatch.setattr(tables, "read_table", read_table)
+    tables._read_once.cache_clear()
     return reads
 
 

@@ -1,8 +1,8 @@
-"""A text cell that is not text stops the run, naming its row (seqcls.data.encoding.texts_of)."""
+"""A text cell that is not text stops the run, naming its row (seqcls.data.cells.texts_of)."""
 
 import pytest
 
-from seqcls.data.encoding import texts_of
+from seqcls.data.cells import texts_of
 from seqcls.errors import ConfigurationError
 
 

@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoTokenizer
 
-from seqcls.data import encoding
-from seqcls.data.encoding import tokenizer_fingerprint
+from seqcls.data import token_cache
+from seqcls.data.token_cache import tokenizer_fingerprint
 
 
 def test_fingerprint_is_computed_once_per_tokenizer(
@@ -18,7 +18,9 @@ def test_fingerprint_is_computed_once_per_tokenizer(
         parsed.append(text)
         return json.loads(text)
 
-    monkeypatch.setattr(encoding, "json", SimpleNamespace(loads=counting_loads, dumps=json.dumps))
+    monkeypatch.setattr(
+        token_cache, "json", SimpleNamespace(loads=counting_loads, dumps=json.dumps)
+    )
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
     first = tokenizer_fingerprint(tokenizer)
     tokenizer(["a first call stores truncation settings"], truncation=True, max_length=8)

@@ -164,7 +164,7 @@ def test_empty_and_blank_cells_are_no_documents(
     data = corpus(tmp_path, tiny_bert, "")
     spec = CorpusSpec("text", None, offsets=False)
     documents = tokenize_corpus(
-        Source("--data.train_file", path=str(path)), tokenizer=data.tokenizer, spec=spec
+        Source("--data.train_file", path=str(path)), tokenizer=data.tokenizer, spec=spec, key="k"
     )
     decoded = [
         data.tokenizer.decode(ids, skip_special_tokens=True) for ids in documents["input_ids"]
@@ -179,7 +179,10 @@ def test_a_cell_that_is_no_text_is_refused_with_its_row(tmp_path: Path, tiny_ber
     spec = CorpusSpec("text", None, offsets=False)
     with pytest.raises(ConfigurationError, match=r"docs.jsonl: column 'text' row 2 .* is 5"):
         tokenize_corpus(
-            Source("--data.train_file", path=str(path)), tokenizer=data.tokenizer, spec=spec
+            Source("--data.train_file", path=str(path)),
+            tokenizer=data.tokenizer,
+            spec=spec,
+            key="k",
         )
 
 

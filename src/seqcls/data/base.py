@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader
 from transformers import PreTrainedTokenizerBase
 
 from seqcls.cloud.storage import default_cache_dir
-from seqcls.data.encoding import load_tokenizer
 from seqcls.data.loaders import Collate, eval_loader, train_loader
+from seqcls.data.model_files import load_tokenizer
 from seqcls.data.selection import holds_out_nothing
 from seqcls.data.sources import SplitSources
 

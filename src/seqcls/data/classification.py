@@ -1,43 +1,25 @@
-"""TextClassificationDataModule: labelled text in, padded token batches out."""
+"""TextClassificationDataModule: labelled text in, padded token batches out.
 
-from functools import cached_property
-from typing import Any, Literal
+Its typed ``__init__`` is what LightningCLI reads (``--data.*``); what the module does with
+its splits lives in ``rows.py`` (reading, labels, tokens, chosen rows) and ``batches.py``
+(loaders).
+"""
+
+from typing import Literal
 
 import datasets
 
-from seqcls.data.batches import ClassificationBatches
-from seqcls.data.columns import LABELS
-from seqcls.data.encoding import (
-    EncodingSpec,
-    load_encoded,
-    model_label_space,
-    model_pair_encoding,
-)
-from seqcls.data.glue import GLUE_DATASETS, check_glue_labels, glue_task
-from seqcls.data.inspection import (
-    report_label_ids,
-    report_regression,
-    report_seen_rows,
-    report_truncation,
-    show_examples,
-)
-from seqcls.data.labels import LabelSpace, ProblemType, given_label_space, label_counts
+from seqcls.data.glue import GLUE_DATASETS, glue_task
+from seqcls.data.labels import ProblemType
 from seqcls.data.loaders import Padding, check_buckets
-from seqcls.data.metric_names import direction, metric_names
-from seqcls.data.pair_batches import PairEncoding, check_pair_encoding, unset_pair_encoding
-from seqcls.data.selection import Subset, check_rows_left, hold_out, subsample
-from seqcls.data.sources import Source, Split, SplitSources, read_label_space
-from seqcls.data.windows import WindowPooling, check_windows, flatten_windows, overlap
-
-_STAGE_SPLITS: dict[str, tuple[Split, ...]] = {
-    "fit": ("train", "validation"),
-    "validate": ("validation",),
-    "test": ("test",),
-    "predict": ("predict",),
-}
+from seqcls.data.model_files import model_pair_encoding
+from seqcls.data.pair_batches import PairEncoding, check_pair_encoding
+from seqcls.data.rows import ClassificationRows
+from seqcls.data.sources import Split, SplitSources
+from seqcls.data.windows import WindowPooling, check_windows
 
 
-class TextClassificationDataModule(ClassificationBatches):
+class TextClassificationDataModule(ClassificationRows):
     def __init__(
         self,
         train_file: str | None = None,
@@ -245,185 +227,3 @@ class TextClassificationDataModule(ClassificationBatches):
         self.seen_rows: dict[str, tuple[int, int]] = {}
         if output_format == "glue" or dataset_name in GLUE_DATASETS:
             glue_task(dataset_config)  # an unknown task name fails now, listing the valid ones
-
-    # What the model needs to know, linked to it when the CLI builds both.
-
-    @cached_property
-    def label_space(self) -> LabelSpace:
-        if self._problem_type == "regression" or (self._label_names and self._problem_type):
-            return given_label_space(self._problem_type, self._label_names, self.label_column)
-        if not self.sources.has_train():  # validate, test or predict with a fine-tuned model
-            return model_label_space(self.tokenizer_name_or_path)
-        (source,) = self.sources.of("train")
-        space = read_label_space(
-            source,
-            self.label_column,
-            separator=self.label_separator,
-            names=self._label_names,
-            problem_type=self._problem_type,
-        )
-        if self._problem_type is None:
-            report_regression(source, self.label_column, space)
-        return space
-
-    @cached_property
-    def pair_encoding(self) -> PairEncoding:
-        """Linked to the model, which encodes the two texts of a pair apart when separate."""
-        if self._pair_encoding is None and self.text_pair_column is not None:
-            return unset_pair_encoding(
-                self.tokenizer_name_or_path,
-                regression=self.problem_type == "regression",
-                window_stride=self.window_stride,
-                packing=self.packing,
-            )
-        return self._pair_encoding or "joint"
-
-    @property
-    def label_names(self) -> list[str]:
-        return list(self.label_space.names)
-
-    @property
-    def problem_type(self) -> ProblemType:
-        return self.label_space.problem_type
-
-    @property
-    def metrics(self) -> list[str]:
-        return metric_names(self._metrics, self.problem_type)
-
-    @property
-    def validation_names(self) -> list[str]:
-        """One name per validation set: its metrics are logged as ``NAME/metric``."""
-        return ["val" if not key else f"val_{key}" for key, _ in self.sources.validation_sets()]
-
-    @property
-    def monitor(self) -> tuple[str, Literal["min", "max"]]:
-        """The metric that picks the best checkpoint, and whether lower or higher is better."""
-        first = self.metrics[0]
-        return f"{self.validation_names[0]}/{first}", direction(first)
-
-    def derived_config(self) -> dict[str, Any]:
-        derived: dict[str, Any] = {
-            "label_names": self.label_names,
-            "problem_type": self.problem_type,
-            "metrics": self.metrics,
-        }
-        if self.text_pair_column is not None:
-            # Unset, it came from the model; a later command may name another (the base model
-            # beside --ckpt_path), which would read the pairs jointly.
-            derived["pair_encoding"] = self.pair_encoding
-        return derived
-
-    # Lightning hooks.
-
-    def prepare_data(self) -> None:
-        # One process per node tokenizes and fills the cache; setup() on every rank reads it.
-        stage = self._stage()
-        splits = list(_STAGE_SPLITS[stage])
-        if stage == "validate" and not self.sources.has_validation():
-            splits.append("train")  # the held-out rows come from it
-        for split in splits:
-            for source in self.sources.of(split):
-                self._encode(source, labelled=split != "predict", subset=self._subset(split))
-
-    def setup(self, stage: str) -> None:
-        if stage == "predict" and self.output_format == "glue":
-            check_glue_labels(self.sources.dataset_config, self.label_names, self.problem_type)
-        for split in _STAGE_SPLITS[stage]:
-            self.splits[split] = [
-                self._encode(source, labelled=split != "predict", subset=self._subset(split))
-                for source in self.sources.of(split)
-            ]
-        if stage == "fit" and self.holds_out_nothing:
-            self.splits["validation"] = []  # every row trains; the fit validates nothing
-        elif stage in ("fit", "validate") and not self.sources.has_validation():
-            (train,) = [self._encode(source, labelled=True) for source in self.sources.of("train")]
-            stratify = self.problem_type == "single_label_classification"
-            rest, held = hold_out(
-                train, self.validation_fraction, seed=self.seed, stratify=stratify
-            )
-            self.splits["validation"] = [held]
-            if stage == "fit":
-                self.splits["train"] = [rest]
-        if stage == "fit":
-            (train,) = self.splits["train"]
-            if self._subset("train") is None:  # else already chosen before tokenizing
-                train = subsample(
-                    train,
-                    fraction=self.train_fraction,
-                    max_samples=self.max_train_samples,
-                    seed=self.seed,
-                )
-            (source,) = self.sources.of("train")
-            check_rows_left(train, source, held_out=not self.sources.has_validation())
-            if self.window_stride is not None:
-                train = flatten_windows(train)
-            self.splits["train"] = [train]
-            show_examples(train, self.tokenizer, self.label_space)
-            if self.window_stride is None:
-                validation = (self.sources.of("validation"), self.splits["validation"])
-                self.seen_rows = report_seen_rows(train, *validation) or {}
-        if stage in ("fit", "validate") and self.window_stride is None:
-            report_truncation(
-                [(self.sources.of(name), self.splits[name]) for name in _STAGE_SPLITS[stage]],
-                max_length=self.max_length,
-                model_limit=self.tokenizer.model_max_length,
-                pairs=self.text_pair_column is not None,
-                separate=self.pair_encoding == "separate",
-            )
-
-    def train_label_counts(self) -> list[int]:
-        """Single-label: how many training rows (windows, with windows) carry each label id.
-
-        Known after ``setup("fit")``: the training rows as they train, held-out rows and
-        subsets removed."""
-        (train,) = self.splits["train"]
-        return label_counts(train[LABELS], len(self.label_names))
-
-    def regression_label_range(self) -> tuple[float, float]:
-        """Regression: the lowest and the highest training label.
-
-        Known after ``setup("fit")``, as ``train_label_counts``."""
-        (train,) = self.splits["train"]
-        labels = train[LABELS]
-        return float(min(labels)), float(max(labels))
-
-    def _subset(self, split: Split) -> Subset | None:
-        """The training rows to tokenize, when fewer than all: the rest are never tokenized.
-
-        Without a validation set the held-out rows come first, out of all the training rows,
-        so the subset is taken after tokenizing (in ``setup``).
-        """
-        if split != "train" or not self.sources.has_validation():
-            return None
-        if self.train_fraction is None and self.max_train_samples is None:
-            return None
-        return Subset(self.train_fraction, self.max_train_samples, self.seed)
-
-    def _encode(
-        self, source: Source, *, labelled: bool, subset: Subset | None = None
-    ) -> datasets.Dataset:
-        spec = EncodingSpec(
-            text_column=self.text_column,
-            text_pair_column=self.text_pair_column,
-            label_column=self.label_column if labelled else None,
-            label_separator=self.label_separator,
-            labels=self.label_space if labelled else None,
-            max_length=self.max_length,
-            subset=subset,
-            window_stride=self.window_stride,
-            pair_encoding=self.pair_encoding,
-        )
-        if self.window_stride is not None:
-            overlap(self.window_stride, self.max_length, self.tokenizer)  # fails before reading
-        encoded = load_encoded(
-            source,
-            tokenizer=self.tokenizer,
-            spec=spec,
-            cache_dir=self.cache_dir,
-            num_proc=self.num_proc,
-        )
-        if labelled:  # said on every run, cached tokens or not: they hold ids, not labels
-            report_label_ids(
-                source, self.label_column, separator=self.label_separator, space=self.label_space
-            )
-        return encoded

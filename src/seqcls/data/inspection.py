@@ -19,7 +19,7 @@ from transformers import PreTrainedTokenizerBase
 
 from seqcls.data.columns import LABELS, PAIR_INPUT_IDS
 from seqcls.data.label_checks import SHOWN
-from seqcls.data.labels import LabelSpace, reads_label_ids, split_labels
+from seqcls.data.labels import LabelSpace
 from seqcls.data.length_grouping import token_lengths
 from seqcls.data.sources import Source
 from seqcls.data.tables import column_values
@@ -34,8 +34,8 @@ WARN_SHARE = 0.05
 SEEN_WARN_SHARE = 0.01
 # Tokenizers without a length limit report this sentinel (or larger) as model_max_length.
 _NO_LIMIT = 100_000
-# (source, label column, separator, label space) this process has checked for label ids.
-_IDS_REPORTED: set[tuple[Source, str, str | None, LabelSpace]] = set()
+# (source, label column, label space) this process has said are read as label ids.
+_IDS_REPORTED: set[tuple[Source, str, LabelSpace]] = set()
 
 
 def rows_filling(encoded: datasets.Dataset, max_length: int) -> int:
@@ -207,28 +207,23 @@ def report_regression(source: Source, column: str, space: LabelSpace) -> None:
 
 @rank_zero_only
 def report_label_ids(
-    source: Source, column: str, *, separator: str | None, space: LabelSpace
+    source: Source, table: datasets.Dataset, column: str, space: LabelSpace
 ) -> None:
-    """Say, once per file, that its integer labels are read as ids of the label names. GLUE's
-    files store labels so; a file coded as integers, scored by a run that trained on names,
-    is read the same way, and the mapping deserves a word. A hub dataset's class label column
-    declares its ids, and is not reported."""
-    key = (source, column, separator, space)
-    if key in _IDS_REPORTED:
+    """Say, once per file, that its integer labels are read as ids of the label names
+    (``labels.reads_label_ids``). GLUE's files store labels so; a file coded as integers,
+    scored by a run that trained on names, is read the same way, and the mapping deserves a
+    word. A hub dataset's class label column declares its ids, and is not reported."""
+    key = (source, column, space)
+    if key in _IDS_REPORTED or isinstance(table.features[column], datasets.ClassLabel):
         return
     _IDS_REPORTED.add(key)
-    table = source.read()
-    if column not in table.column_names or isinstance(table.features[column], datasets.ClassLabel):
-        return
-    if reads_label_ids(split_labels(column_values(table, column), separator), space):
-        log.info(label_ids_note(source, column, space.names))
-
-
-def label_ids_note(source: Source, column: str, names: Sequence[str]) -> str:
-    """One line: the file, its label column, and which name each id stands for."""
-    ids = [f"{label_id} = {name}" for label_id, name in enumerate(names)]
+    ids = [f"{label_id} = {name}" for label_id, name in enumerate(space.names)]
     more = ", ..." if len(ids) > SHOWN else ""
-    return (
-        f"{source.flag} ({source.label}): column {column!r} holds integers, read as label ids: "
-        f"{', '.join(ids[:SHOWN])}{more}"
+    log.info(
+        "%s (%s): column %r holds integers, read as label ids: %s%s",
+        source.flag,
+        source.label,
+        column,
+        ", ".join(ids[:SHOWN]),
+        more,
     )

@@ -4,14 +4,10 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
+from seqcls.data.cells import rows_counted
 from seqcls.errors import ConfigurationError
 
 SHOWN = 10  # how many offending rows or values an error message lists
-# How error messages number a file's rows: as predictions.csv's index does.
-ROWS_FROM_0 = "counted from 0 after the header"
-# Only these formats have a header line to count after; JSON Lines, Parquet and hub splits
-# number their rows from 0 all the same.
-_FORMATS_WITH_A_HEADER = (".csv", ".tsv")
 # The words pandas reads as missing by default. Files are read with only empty cells missing
 # (an intent may be called "None"), so in a column of numbers these words are text, where the
 # writer (R's write.csv writes NA) meant a missing value.
@@ -154,13 +150,6 @@ def are_label_ids(labels: Sequence[object], names: Sequence[str]) -> bool:
 
 def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def rows_counted(where: str) -> str:
-    """How a message about ``where`` (``"data/dev.csv, column 'label'"``) numbers its rows: from
-    0, as predictions' index does, and in a CSV or TSV file after the header line."""
-    source = where.split(", column ", 1)[0].lower()
-    return ROWS_FROM_0 if source.endswith(_FORMATS_WITH_A_HEADER) else "counted from 0"
 
 
 def _require_label_lists(values: Sequence[object], *, where: str) -> None:

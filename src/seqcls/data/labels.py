@@ -131,10 +131,30 @@ def given_label_space(
     return LabelSpace(problem_type, given)
 
 
+def label_cells(
+    values: Sequence[object], *, separator: str | None, path: str, column: str
+) -> list[object]:
+    """A labelled split's label column, cell by cell as ``encode_labels`` and
+    ``reads_label_ids`` take it: split on ``separator`` (multi-label text cells). A column
+    with no label in it (GLUE's test splits) is refused: there is nothing to score."""
+    # Before splitting: split, an empty cell is a multi-label row with no labels.
+    if is_unlabelled(values):
+        raise ConfigurationError(
+            f"{path}: column {column!r} holds no labels (only -1 or empty, as in GLUE test "
+            "splits), so there is nothing to score; use seqcls predict instead"
+        )
+    return split_labels(values, separator)
+
+
 def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) -> list[Target]:
     """Each row's training target: a class id, a multi-hot vector (all zeros for a row with
-    no labels) or a float. A class label that is a float with a whole value is its integer."""
+    no labels) or a float. A class label that is a float with a whole value is its integer.
+
+    The cells are read as labels first, then checked, then made targets."""
+    regression = space.problem_type == "regression"
     multi_label = space.problem_type == MULTI_LABEL
+    classes = list(values) if regression else _whole_floats_as_integers(values)
+    labels, rows = _labels_and_rows(classes, multi_label=multi_label)
     if not multi_label:
         # The space may come from the flags, the training rows or a trained model.
         require_no_label_lists(
@@ -143,13 +163,10 @@ def encode_labels(values: Sequence[object], space: LabelSpace, *, where: str) ->
             problem_type=space.problem_type,
             fix=f"give each row one label, or, when training, {_LISTS_ARE_MULTI_LABEL}",
         )
-    if space.problem_type == "regression":
-        require_labels(values, where=where, multi_label=False)
+    require_labels(classes, where=where, multi_label=multi_label)
+    if regression:
         require_numbers(values, where=where)
         return [float(value) for value in values]  # type: ignore[arg-type]
-    values = _whole_floats_as_integers(values)
-    require_labels(values, where=where, multi_label=multi_label)
-    labels, rows = _labels_and_rows(values, multi_label=multi_label)
     ids = label_ids(labels, rows, space.names, where=where)
     if not multi_label:
         return list(ids)

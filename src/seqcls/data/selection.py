@@ -2,13 +2,12 @@
 
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import datasets
 
-from seqcls.data.columns import LABELS
 from seqcls.data.sources import Source, SplitSources
-from seqcls.data.tables import column_values
 from seqcls.errors import ConfigurationError
 
 
@@ -19,17 +18,17 @@ def holds_out_nothing(validation_fraction: float, sources: SplitSources) -> bool
 
 
 def hold_out(
-    train: datasets.Dataset, fraction: float, *, seed: int, stratify: bool
+    train: datasets.Dataset, fraction: float, *, seed: int, labels: Sequence[object] | None
 ) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """Split ``train`` into (train, validation) rows, seeded and, when asked, stratified.
+    """Split ``train`` into (train, validation) rows, seeded and, given each row's label,
+    stratified.
 
     Stratified: each class keeps its share in both parts, so a rare class is not left out
     of validation by chance. Both parts keep the original row order.
     """
     rng = random.Random(seed)
     groups: dict[object, list[int]] = defaultdict(list)
-    labels = column_values(train, LABELS) if stratify else [None] * len(train)
-    for row, label in enumerate(labels):
+    for row, label in enumerate(labels if labels is not None else [None] * len(train)):
         groups[label].append(row)
     held: list[int] = []
     for rows in groups.values():

@@ -1,6 +1,5 @@
 """Where a split's rows come from: a local or remote file, or a split of a hub dataset."""
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -8,7 +7,7 @@ from typing import Any, Literal, get_args
 import datasets
 
 from seqcls.data.labels import LabelSpace, ProblemType, infer_label_space, split_labels
-from seqcls.data.tables import column_values, file_fingerprint, read_table, require_columns
+from seqcls.data.tables import column_values, file_fingerprint, read_version, require_columns
 from seqcls.errors import ConfigurationError
 
 Split = Literal["train", "validation", "test", "predict"]
@@ -35,19 +34,26 @@ class Source:
         return f"{self.dataset_name}{config}[{self.split}]"
 
     def read(self) -> datasets.Dataset:
+        return self.read_version()[0]
+
+    def read_version(self) -> tuple[datasets.Dataset, str]:
+        """The rows, and the version of them read (``fingerprint``): a cache keyed by it holds
+        these rows, even where the file is rewritten meanwhile."""
         if self.path:
-            # The label space and the encoder both need the training rows: read each version
-            # of a file once per process.
-            fingerprint = file_fingerprint(self.path, flag=self.flag)
-            return _read_file(self.path, self.flag, fingerprint, self.cache_dir)
-        return self._load_hub()
+            # The label space and the encoder both need the training rows.
+            return read_version(self.path, flag=self.flag, cache_dir=self.cache_dir)
+        table = self._load_hub()
+        return table, self._hub_version(table)
 
     def fingerprint(self) -> str:
         """Changes whenever the rows may have changed."""
         if self.path:
             return file_fingerprint(self.path, flag=self.flag)
         # datasets fingerprints a loaded split by its files; loading again is a cache hit.
-        return f"hub:{self.label}:{self._load_hub()._fingerprint}"
+        return self._hub_version(self._load_hub())
+
+    def _hub_version(self, table: datasets.Dataset) -> str:
+        return f"hub:{self.label}:{table._fingerprint}"
 
     def _load_hub(self) -> datasets.Dataset:
         try:
@@ -64,11 +70,6 @@ class Source:
         if not isinstance(table, datasets.Dataset):
             raise ConfigurationError(f"{self.flag}: {self.label} is not a single split")
         return table
-
-
-@functools.lru_cache(maxsize=8)
-def _read_file(path: str, flag: str, fingerprint: str, cache_dir: Path | None) -> datasets.Dataset:
-    return read_table(path, flag=flag, cache_dir=cache_dir)
 
 
 @dataclass(frozen=True)

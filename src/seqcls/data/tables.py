@@ -2,6 +2,7 @@
 
 import codecs
 import csv
+import functools
 import hashlib
 import os
 from pathlib import Path, PurePosixPath
@@ -52,6 +53,20 @@ def file_fingerprint(path: str, *, flag: str | None = None) -> str:
     except FileNotFoundError:
         where = f"{flag}: " if flag else ""
         raise ConfigurationError(f"{where}file not found: {path}") from None
+
+
+def read_version(
+    path: str, *, flag: str, cache_dir: Path | None = None
+) -> tuple[datasets.Dataset, str]:
+    """``read_table``'s rows, read once per version of the file in a process, and that version
+    (``file_fingerprint``)."""
+    version = file_fingerprint(path, flag=flag)
+    return _read_once(path, flag, version, cache_dir), version
+
+
+@functools.lru_cache(maxsize=8)
+def _read_once(path: str, flag: str, fingerprint: str, cache_dir: Path | None) -> datasets.Dataset:
+    return read_table(path, flag=flag, cache_dir=cache_dir)
 
 
 def read_table(path: str, *, flag: str, cache_dir: Path | None = None) -> datasets.Dataset:

@@ -17,8 +17,9 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
+from seqcls.data.cells import texts_of
 from seqcls.data.columns import INDEX
-from seqcls.data.encoding import cache_key, texts_of, tokenize_rows
+from seqcls.data.encoding import tokenize_rows
 from seqcls.data.sources import Source
 from seqcls.data.tables import require_columns
 from seqcls.errors import ConfigurationError
@@ -43,9 +44,11 @@ def tokenize_corpus(
     *,
     tokenizer: PreTrainedTokenizerBase,
     spec: CorpusSpec,
+    key: str,
     num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """Every document's tokens, untruncated, with the special-token mask (and offsets)."""
+    """Every document's tokens, untruncated, with the special-token mask (and offsets), for the
+    cache entry ``key``."""
     table = source.read()
     columns = {"text_column": spec.text_column, "text_pair_column": spec.text_pair_column}
     require_columns(table, columns, path=source.label)
@@ -65,7 +68,6 @@ def tokenize_corpus(
             )
         )
 
-    key = cache_key(source, tokenizer, spec)
     return tokenize_rows(table, encode, key=key, num_proc=num_proc, path=source.label)
 
 

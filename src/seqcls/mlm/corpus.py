@@ -5,10 +5,10 @@ from pytorch_lightning.utilities import rank_zero_info
 from torch.utils.data import DataLoader
 
 from seqcls.data.base import TextDataModule
-from seqcls.data.encoding import load_cached
 from seqcls.data.loaders import resolve_drop_last
 from seqcls.data.selection import hold_out, subsample
 from seqcls.data.sources import Source, Split, SplitSources
+from seqcls.data.token_cache import load_cached
 from seqcls.mlm.blocks import (
     BlockMasking,
     CorpusSpec,
@@ -180,7 +180,7 @@ class TextCorpusDataModule(TextDataModule):
             }
         if held_out:
             documents["train"], documents["validation"] = hold_out(
-                documents["train"], self.validation_fraction, seed=self.seed, stratify=False
+                documents["train"], self.validation_fraction, seed=self.seed, labels=None
             )
         return {
             split: pack(documents[split], self.max_length, **self._named(split, held_out))
@@ -202,11 +202,12 @@ class TextCorpusDataModule(TextDataModule):
     def _documents(self, source: Source) -> datasets.Dataset:
         return load_cached(
             source,
+            version=source.fingerprint(),
             tokenizer=self.tokenizer,
             spec=self.spec,
             cache_dir=self.cache_dir,
-            build=lambda: tokenize_corpus(
-                source, tokenizer=self.tokenizer, spec=self.spec, num_proc=self.num_proc
+            build=lambda key: tokenize_corpus(
+                source, tokenizer=self.tokenizer, spec=self.spec, key=key, num_proc=self.num_proc
             ),
         )
 
