@@ -32,7 +32,7 @@ from harness import command_line, environment, key_value_table, subcommand_parse
 from lightning_fabric.plugins import TorchCheckpointIO
 from transformers import AutoModelForSequenceClassification
 
-from seqcls.run.checkpoint_io import AtomicCheckpointIO
+from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
 
 WRITERS = ("lightning", "seqcls")
 

@@ -148,7 +148,7 @@ def run(command: list[str], log: Path, stop_after_steps: int | None) -> tuple[in
 def rehearse(command: list[str], run_dir: str, work: Path, stop_after: int) -> int:
     import fsspec
 
-    from seqcls.run.resume import _check
+    from seqcls.run.checkpoints.resume import _check
 
     last = f"{run_dir}/checkpoints/last.ckpt"
     metrics = f"{run_dir}/metrics.json"

@@ -6,7 +6,7 @@ from jsonargparse import Namespace
 
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import Hardware
-from seqcls.run.config_checks import check_trainer
+from seqcls.run.checks.command_line import check_trainer
 
 # Compute capabilities as CUDA reports them.
 GPUS = {

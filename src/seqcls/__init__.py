@@ -29,7 +29,7 @@ _EXPORTS = {
     "TextClassificationDataModule": "seqcls.data.classification",
     "TextCorpusDataModule": "seqcls.mlm.corpus",
     "TextDataModule": "seqcls.data.base",
-    "Throughput": "seqcls.run.throughput",
+    "Throughput": "seqcls.run.fit.throughput",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from seqcls.run.command import RunCLI, run_cli
 
 class SeqclsCLI(RunCLI):
     # Unset, the number of epochs and of validations per epoch follow from the training set's
-    # size (run/recipe.py); --trainer.max_epochs or --trainer.max_steps fixes the length.
+    # size (run/fit/recipe.py); --trainer.max_epochs or --trainer.max_steps fixes the length.
     command_trainer_defaults: ClassVar[dict[str, Any]] = {"max_epochs": None}
     # Lightning's own text says an unset length trains 1000 epochs.
     trainer_help: ClassVar[dict[str, str]] = {

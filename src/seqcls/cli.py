@@ -82,7 +82,7 @@ def prepare_process() -> None:
     """What a seqcls process sets before anything is imported or built (benchmarks that build
     seqcls in their own process call it too, so they time what users run)."""
     # Before torch_xla loads, which reads it once: the scalars 0 and 1 as data, not constants,
-    # so that graphs on a TPU do not change with a value (seqcls.run.xla_graphs).
+    # so that graphs on a TPU do not change with a value (seqcls.run.fit.xla_graphs).
     os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
     # Before the first large allocation: training steps reuse freed memory (allocator.py).
     keep_freed_memory()
@@ -109,9 +109,9 @@ def main(args: Any = None) -> None:
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
-    from seqcls.run.bucket_check import answer_local_paths_first
-    from seqcls.run.quiet import quiet_libraries
-    from seqcls.run.signals import exit_status
+    from seqcls.run.checks.buckets import answer_local_paths_first
+    from seqcls.run.outputs.quiet import quiet_libraries
+    from seqcls.run.stops.signals import exit_status
 
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
     logging.getLogger("seqcls").setLevel(logging.INFO)

@@ -75,7 +75,7 @@ RANGES: dict[str, Range] = {
     "data.eval_batch_size": Range(low=1, example="64"),
     "data.max_length": Range(low=1, example="128"),
     # 0 holds out nothing: with no validation set, the fit validates nothing
-    # (run/validation_off.py).
+    # (run/fit/validation_off.py).
     "data.validation_fraction": Range(low=0, high=1, high_open=True, example="0.1"),
     "data.train_fraction": Range(low=0, high=1, low_open=True, example="0.5"),
     "data.max_train_samples": Range(low=1, example="1000"),

@@ -15,7 +15,7 @@ from seqcls.data.loaders import default_buckets, eval_loader, resolve_drop_last,
 from seqcls.data.sub_batches import pieces_of
 from seqcls.errors import ConfigurationError
 from seqcls.model.metrics import WeightedMean
-from seqcls.run.predictions import gather_in_input_order
+from seqcls.run.outputs.predictions import gather_in_input_order
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 

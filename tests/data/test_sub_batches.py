@@ -18,7 +18,7 @@ from seqcls.data.packing import pack
 from seqcls.data.sub_batches import SubBatches, pieces_of, split_by_length
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
-from seqcls.run.throughput import Throughput
+from seqcls.run.fit.throughput import Throughput
 
 
 def padded_tokens(lengths: list[int], pieces: list[list[int]]) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from seqcls.cli import main, make_cli
-from seqcls.run.checkpoints import best_checkpoint
+from seqcls.run.checkpoints.saving import best_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 

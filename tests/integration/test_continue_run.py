@@ -202,7 +202,9 @@ def test_a_finished_run_is_left_as_it_is(
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3")  # returns: exit status 0
     assert snapshot(run) == before
-    said = [r.getMessage() for r in caplog.records if r.name.startswith("seqcls.run.fit_end")]
+    said = [
+        r.getMessage() for r in caplog.records if r.name.startswith("seqcls.run.outputs.fit_end")
+    ]
     assert len(said) == 1
     assert said[0].startswith("This run has finished (step 3): nothing left to train")
     assert "Wrote" not in caplog.text

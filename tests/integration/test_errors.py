@@ -12,7 +12,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.cli import main
 from seqcls.errors import ConfigurationError
-from seqcls.run.config_checks import check_max_length
+from seqcls.run.checks.command_line import check_max_length
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"

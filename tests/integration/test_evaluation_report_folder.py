@@ -1,5 +1,5 @@
 """``validate`` again in a fit's run directory: ``metrics.json``'s ``evaluations`` entry and its
-``report/NAME/`` folder describe the same, latest evaluation (run/evaluations.py); the fit's
+``report/NAME/`` folder describe the same, latest evaluation (run/outputs/evaluations.py); the fit's
 own report stays as it was."""
 
 import json

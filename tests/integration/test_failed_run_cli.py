@@ -15,7 +15,7 @@ def test_a_fit_that_learned_nothing_warns_and_says_so_in_its_metrics(
 ) -> None:
     # At lr 1e-9 the tiny random model keeps answering one label for every row.
     args = fit_args(tmp_path, tiny_bert, tmp_path / "cache", "--trainer.max_epochs", "1")
-    with caplog.at_level(logging.WARNING, logger="seqcls.run.report"):
+    with caplog.at_level(logging.WARNING, logger="seqcls.run.report.evaluation_report"):
         main([*args, "--model.learning_rate", "1e-9"])
     validation = json.loads((tmp_path / "metrics.json").read_text())["validation"]
     assert validation["largest_predicted_share"] == 1.0

@@ -125,7 +125,7 @@ def test_only_a_bucket_that_cannot_be_listed_is_missing(gcs: str, tmp_path: Path
 
 def test_a_local_run_directory_is_checked_without_importing_gcsfs(tmp_path: Path) -> None:
     probe = (
-        "import sys; from seqcls.run.bucket_check import check_run_buckets; "
+        "import sys; from seqcls.run.checks.buckets import check_run_buckets; "
         "from seqcls.run.layout import run_layout; "
         "check_run_buckets(run_layout(sys.argv[1], None)); print('gcsfs' in sys.modules)"
     )

@@ -1,5 +1,5 @@
 """``remove_folder`` on gs://, through gcsfs on a local GCS emulator: a report folder written
-again starts empty, wherever the run directory is (run/report.py)."""
+again starts empty, wherever the run directory is (run/report/evaluation_report.py)."""
 
 from collections.abc import Iterator
 

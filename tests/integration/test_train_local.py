@@ -25,7 +25,7 @@ def test_train_local_script_fine_tunes_the_quickstart_model(tmp_path: Path) -> N
     output = result.stdout + result.stderr
     assert "Validation metrics of model/ (best checkpoint, step " in output
     assert f"Run directory: {run}" in output
-    # The libraries' chatter stays out (seqcls.run.quiet), and the sample's validation rows
+    # The libraries' chatter stays out (seqcls.run.outputs.quiet), and the sample's validation rows
     # are none of them training rows.
     for chatter in ("Loading weights", "Writing model shards", "💡 Tip", "LeafSpec"):
         assert chatter not in output

@@ -68,7 +68,8 @@ def test_a_multi_label_model_starts_a_single_label_run_with_a_new_layer(
     saved.save_pretrained(tmp_path / "model")
     with caplog.at_level(logging.INFO, logger="seqcls.model.label_layer"):
         module = SequenceClassifier(str(tmp_path / "model"), label_names=TOPICS)
-    # Not kept: validate or predict without a checkpoint then refuse it (run/config_checks.py).
+    # Not kept: validate or predict without a checkpoint then refuse it
+    # (run/checks/command_line.py).
     assert module.label_layer_source == "new"
     new_layer = label_layer(module.model, len(TOPICS))
     assert new_layer is not None

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from seqcls.run.best_validation import BestValidation
-from seqcls.run.report_files import Rows
+from seqcls.run.report.best_validation import BestValidation
+from seqcls.run.report.files import Rows
 
 
 def rows(seed: int) -> Rows:

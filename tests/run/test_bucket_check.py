@@ -1,4 +1,5 @@
-"""A local directory is not checked for being a bucket by importing gcsfs (run/bucket_check.py)."""
+"""A local directory is not checked for being a bucket by importing gcsfs
+(run/checks/buckets.py)."""
 
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 from gcsfs import GCSFileSystem
 from lightning_fabric.utilities import cloud_io
 
-from seqcls.run.bucket_check import answer_local_paths_first
+from seqcls.run.checks.buckets import answer_local_paths_first
 
 # What ModelCheckpoint.setup does before every fit, in a fresh interpreter, then which bucket
 # libraries that imported.
@@ -21,7 +22,7 @@ from lightning_fabric.utilities.cloud_io import _is_dir
 assert _is_dir(LocalFileSystem(), sys.argv[1], strict=True)
 print(sorted(name for name in ("gcsfs", "adlfs", "s3fs") if name in sys.modules))
 """
-WRAP = "from seqcls.run.bucket_check import answer_local_paths_first; answer_local_paths_first()"
+WRAP = "from seqcls.run.checks.buckets import answer_local_paths_first; answer_local_paths_first()"
 
 
 def imported_by_a_local_check(tmp_path: Path, wrap: str) -> str:

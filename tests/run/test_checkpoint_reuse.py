@@ -12,8 +12,8 @@ import torch
 from gcs_emulator import available, emulated_gcs
 from lightning_fabric.plugins import TorchCheckpointIO
 
-from seqcls.run.checkpoint_io import AtomicCheckpointIO
-from seqcls.run.checkpoint_reuse import reuse_checkpoint, state_stamp
+from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
+from seqcls.run.checkpoints.reuse import reuse_checkpoint, state_stamp
 
 STATE = {"epoch": 0, "global_step": 4, "loops": {}, "optimizer_states": [], "state_dict": {}}
 

@@ -1,10 +1,11 @@
-"""Where validate and test file their results in a run directory (seqcls.run.evaluations)."""
+"""Where validate and test file their results in a run directory
+(seqcls.run.outputs.evaluations)."""
 
 from pathlib import Path
 
 import pytest
 
-from seqcls.run.evaluations import Evaluation, evaluation_in
+from seqcls.run.outputs.evaluations import Evaluation, evaluation_in
 
 FIT = {"validation": {"accuracy": 0.9}, "best": {"epoch": 1, "step": 8}, "fit": {}}
 

@@ -1,4 +1,4 @@
-"""The export writes exactly the checkpoint's weights (seqcls.run.export).
+"""The export writes exactly the checkpoint's weights (seqcls.run.outputs.export).
 
 The exported model is built without drawing random weights, and the checkpoint is read by
 memory map: every weight must still come from the checkpoint, and one it lacks must fail
@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from seqcls.run.export import export_model
+from seqcls.run.outputs.export import export_model
 
 
 def trained_checkpoint(tiny_bert: Path, path: Path, drop: str | None = None) -> torch.nn.Module:

@@ -3,7 +3,7 @@
 import torch
 
 from seqcls.data.labels import LabelSpace
-from seqcls.run.failed_run import against_majority
+from seqcls.run.report.failed_run import against_majority
 
 SPACE = LabelSpace("single_label_classification", ("entailment", "not_entailment"))
 # 6 rows: 4 of not_entailment (the majority, 4/6), 2 of entailment.

@@ -8,7 +8,7 @@ import yaml
 from jsonargparse import Namespace
 
 from seqcls.classifier_cli import make_cli
-from seqcls.run.flag_values import given_values, keep_comment_like_values
+from seqcls.run.checks.flag_values import given_values, keep_comment_like_values
 
 REPO = Path(__file__).resolve().parents[2]
 

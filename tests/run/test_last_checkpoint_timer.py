@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from seqcls.run.checkpoints import LastCheckpoint
+from seqcls.run.checkpoints.saving import LastCheckpoint
 
 SECONDS_PER_STEP = 6.0
 

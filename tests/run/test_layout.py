@@ -8,8 +8,8 @@ import torch
 
 from seqcls.cloud.vertex import VertexOutputDirs, vertex_output_dirs
 from seqcls.errors import ConfigurationError
+from seqcls.run.checkpoints.resume import StartPoint, start_point
 from seqcls.run.layout import DEFAULT_ROOT, RunLayout, check_folders, run_layout
-from seqcls.run.resume import StartPoint, start_point
 
 BASE = "gs://bucket/jobs/7"
 # What Vertex AI sets for a job with baseOutputDirectory gs://bucket/jobs/7.

@@ -4,7 +4,7 @@ import json
 import math
 from pathlib import Path
 
-from seqcls.run.outputs import metrics_text, read_metrics, update_metrics_file
+from seqcls.run.outputs.metrics_file import metrics_text, read_metrics, update_metrics_file
 
 
 def strict(text: str) -> object:

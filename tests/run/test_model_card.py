@@ -1,6 +1,6 @@
-"""The model card's validation section (seqcls.run.model_card), rendered without a run."""
+"""The model card's validation section (seqcls.run.outputs.model_card), rendered without a run."""
 
-from seqcls.run.model_card import ModelCard
+from seqcls.run.outputs.model_card import ModelCard
 
 METRICS = {
     "fit": {"validated": True, "exported": "best checkpoint"},

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from seqcls.run.non_finite_loss import Diverged, StopOnNonFiniteLoss
+from seqcls.run.stops.non_finite_loss import Diverged, StopOnNonFiniteLoss
 
 
 def trainer(metrics: dict[str, torch.Tensor], fn: str = "fit", sanity: bool = False) -> Any:

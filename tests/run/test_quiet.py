@@ -1,4 +1,5 @@
-"""A run's output keeps seqcls's lines and drops the libraries' chatter (seqcls.run.quiet)."""
+"""A run's output keeps seqcls's lines and drops the libraries' chatter
+(seqcls.run.outputs.quiet)."""
 
 import logging
 import sys
@@ -17,8 +18,8 @@ from pytorch_lightning.utilities._pytree import _tree_flatten
 
 from seqcls.cli import main
 from seqcls.model.metrics import METRICS
-from seqcls.run.checkpoints import LastCheckpoint
-from seqcls.run.quiet import quiet_libraries
+from seqcls.run.checkpoints.saving import LastCheckpoint
+from seqcls.run.outputs.quiet import quiet_libraries
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_other_warnings_still_show(quiet: None) -> None:
 
 
 class StopAtStep2(pl.Callback):
-    """What seqcls's signal handler does on SIGTERM or Ctrl-C (run/signals.py)."""
+    """What seqcls's signal handler does on SIGTERM or Ctrl-C (run/stops/signals.py)."""
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step == 2:

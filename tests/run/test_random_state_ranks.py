@@ -1,5 +1,5 @@
 """Under DDP each process's random state is kept in the checkpoint, and each gets its own back
-(seqcls.run.random_state): two gloo processes on this machine."""
+(seqcls.run.checkpoints.random_state): two gloo processes on this machine."""
 
 import os
 import socket
@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from seqcls.run.random_state import RandomState
+from seqcls.run.checkpoints.random_state import RandomState
 
 
 def free_port() -> int:

@@ -9,7 +9,7 @@ from jsonargparse import Namespace
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seqcls.classifier_cli import make_cli
-from seqcls.run.recipe import Unset, derive_training_length, validation_batches
+from seqcls.run.fit.recipe import Unset, derive_training_length, validation_batches
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"

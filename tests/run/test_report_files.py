@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from seqcls.data.labels import LabelSpace
-from seqcls.run.report_files import Rows, write_report
+from seqcls.run.report.files import Rows, write_report
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

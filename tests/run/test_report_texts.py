@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 from seqcls.data.columns import INDEX
 from seqcls.data.windows import group_windows, overlap
-from seqcls.run.report_texts import split_texts
+from seqcls.run.report.texts import split_texts
 
 MAX_LENGTH, STRIDE = 16, 6  # windows of 14 text tokens, 6 apart: 8 shared
 DOCUMENTS = [

@@ -16,17 +16,17 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.hardware import Hardware
-from seqcls.run.checkpoint_io import AtomicCheckpointIO
-from seqcls.run.checkpoints import BestCheckpoint
-from seqcls.run.config_checks import check_trainer, one_line
-from seqcls.run.redact import REDACTED, redact, redact_config
-from seqcls.run.resume import (
+from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
+from seqcls.run.checkpoints.resume import (
     StartPoint,
     check_continues,
     check_same_labels,
     check_same_optimizer,
     start_point,
 )
+from seqcls.run.checkpoints.saving import BestCheckpoint
+from seqcls.run.checks.command_line import check_trainer, one_line
+from seqcls.run.outputs.redact import REDACTED, redact, redact_config
 
 STATE = {"epoch": 1, "global_step": 8, "loops": {}, "optimizer_states": [], "state_dict": {}}
 

@@ -1,4 +1,4 @@
-"""Off XLA, what keeps a TPU run's graphs stable changes nothing (seqcls.run.xla_graphs)."""
+"""Off XLA, what keeps a TPU run's graphs stable changes nothing (seqcls.run.fit.xla_graphs)."""
 
 import contextlib
 from types import SimpleNamespace
@@ -8,8 +8,8 @@ import torch
 from pytorch_lightning.accelerators import CPUAccelerator
 
 from seqcls.cli import main
-from seqcls.run.checkpoints import BestCheckpoint
-from seqcls.run.xla_graphs import EndEvaluationGraphs, log_host_value
+from seqcls.run.checkpoints.saving import BestCheckpoint
+from seqcls.run.fit.xla_graphs import EndEvaluationGraphs, log_host_value
 
 
 def test_the_command_sets_xla_scalars_as_data_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:

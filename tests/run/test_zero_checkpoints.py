@@ -15,11 +15,11 @@ import torch
 from jsonargparse import Namespace
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-import seqcls.run.export
+import seqcls.run.outputs.export
 from seqcls.errors import ConfigurationError
-from seqcls.run.config_checks import check_strategy
-from seqcls.run.export import export_model
-from seqcls.run.resume import StartPoint, start_point
+from seqcls.run.checkpoints.resume import StartPoint, start_point
+from seqcls.run.checks.command_line import check_strategy
+from seqcls.run.outputs.export import export_model
 
 LIGHTNING_STATE = {
     "epoch": 2,
@@ -120,7 +120,7 @@ def test_export_gathers_a_deepspeed_folder_first(
         gathered.append(path)
         return lightning_checkpoint(trained, into_file)
 
-    monkeypatch.setattr(seqcls.run.export, "gather_weights", zero_to_fp32)
+    monkeypatch.setattr(seqcls.run.outputs.export, "gather_weights", zero_to_fp32)
     tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
     fresh = AutoModelForSequenceClassification.from_pretrained(tiny_bert, num_labels=3)
     out = export_model(fresh, tokenizer, tmp_path / "model", checkpoint_path=str(folder))

@@ -1,4 +1,5 @@
-"""What keeps a TPU run's graphs the same from one validation to the next (seqcls.run.xla_graphs).
+"""What keeps a TPU run's graphs the same from one validation to the next
+(seqcls.run.fit.xla_graphs).
 
 The rehearsal (test_rehearsal.py) shows the whole effect; these pin each piece on one XLA:CPU
 device.
@@ -13,8 +14,8 @@ import pytest
 import torch
 from xla_cpu import CPUXLAAccelerator
 
-from seqcls.run.checkpoints import BestCheckpoint
-from seqcls.run.xla_graphs import EndEvaluationGraphs, log_host_value
+from seqcls.run.checkpoints.saving import BestCheckpoint
+from seqcls.run.fit.xla_graphs import EndEvaluationGraphs, log_host_value
 
 pytestmark = pytest.mark.xla
 

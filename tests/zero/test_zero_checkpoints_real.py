@@ -8,9 +8,9 @@ from lane import single_process_rendezvous
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.model.classifier import SequenceClassifier
-from seqcls.run.export import export_model
-from seqcls.run.resume import start_point
-from seqcls.run.zero_checkpoints import zero_checkpoint_problem
+from seqcls.run.checkpoints.resume import start_point
+from seqcls.run.checkpoints.zero import zero_checkpoint_problem
+from seqcls.run.outputs.export import export_model
 
 pytestmark = pytest.mark.deepspeed
 deepspeed = pytest.importorskip(

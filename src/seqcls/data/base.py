@@ -68,7 +68,7 @@ class TextDataModule(pl.LightningDataModule):
     @property
     def holds_out_nothing(self) -> bool:
         """No validation set, and ``--data.validation_fraction 0``: every training row
-        trains, and a fit validates nothing (``run/validation_off.py``)."""
+        trains, and a fit validates nothing (``run/fit/validation_off.py``)."""
         return holds_out_nothing(self.validation_fraction, self.sources)
 
     @cached_property

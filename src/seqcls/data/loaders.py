@@ -246,7 +246,8 @@ def train_loader(
 def own_generator(seed: int) -> torch.Generator:
     """A generator for a loader's worker seeds, which would otherwise come from the global
     random state: drawn after a checkpoint is saved, they would shift the dropout draws of
-    the steps after it, and a resumed run would no longer repeat them (``run/random_state.py``)."""
+    the steps after it, and a resumed run would no longer repeat them
+    (``run/checkpoints/random_state.py``)."""
     return torch.Generator().manual_seed(seed)
 
 

@@ -133,7 +133,8 @@ class BlockMasking(DataCollatorForLanguageModeling):
     Each block's mask comes from a generator of its own, seeded by ``block_seed``, the block's
     index and, in training, the epoch: not from the batch it comes in, the number of processes
     or torch's global random state, which a resumed run does not share with the run it
-    continues (Lightning collates a batch before ``run/random_state.py`` puts that state back).
+    continues (Lightning collates a batch before ``run/checkpoints/random_state.py`` puts that
+    state back).
     As a collator (dev and test) it masks a block the same way every time, so dev perplexity
     changes only when the model does; training blocks get new masks every epoch
     (``TrainingBlocks``).

@@ -63,7 +63,7 @@ class MaskedLanguageModel(pl.LightningModule):
         self.model = load_for_training(
             AutoModelForMaskedLM, model_name_or_path, gradient_checkpointing=gradient_checkpointing
         )
-        # Exported with model/ (run/export.py), kept out of the checkpoints: the pretrained
+        # Exported with model/ (run/outputs/export.py), kept out of the checkpoints: the pretrained
         # pooler that the masked LM leaves out and that seqcls fit's head reads (mlm/pooler.py).
         self.carried_weights = pretrained_pooler(self.model, model_name_or_path)
         self.val_loss, self.val_perplexity = WeightedMean(), Perplexity()

@@ -177,7 +177,7 @@ class SequenceClassifier(pl.LightningModule):
         self.register_buffer("class_weight", weights, persistent=False)
         self.window_pooling = window_pooling
         # What predict applies on top of the logits: set after fit, or read from the run's
-        # exported model (see run/report.py); none until then.
+        # exported model (see run/report/evaluation_report.py); none until then.
         self.calibration: Calibration | None = None
         if dropout is None and not rdrop_alpha:
             dropout = 0.0

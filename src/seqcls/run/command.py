@@ -28,11 +28,13 @@ from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.hardware import Hardware
 from seqcls.option_ranges import check_option_ranges
-from seqcls.run.bucket_check import check_run_buckets
-from seqcls.run.built_checks import check_built
-from seqcls.run.checkpoint_io import with_atomic_io
-from seqcls.run.checkpoints import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
-from seqcls.run.config_checks import (
+from seqcls.run.checkpoints.atomic_io import with_atomic_io
+from seqcls.run.checkpoints.random_state import RandomState
+from seqcls.run.checkpoints.resume import check_continues, check_loads, start_point
+from seqcls.run.checkpoints.saving import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
+from seqcls.run.checks.buckets import check_run_buckets
+from seqcls.run.checks.built import check_built
+from seqcls.run.checks.command_line import (
     OneLineErrorParser,
     check_checkpoint_mode,
     check_config_files,
@@ -42,30 +44,28 @@ from seqcls.run.config_checks import (
     check_trains,
     describe_options,
 )
-from seqcls.run.cut_validation import RerunCutValidation
-from seqcls.run.early_stopping import EarlyStoppingOptions, early_stopping
-from seqcls.run.export import ExportBestModel
-from seqcls.run.final_validation import ValidateFinalWeights
-from seqcls.run.fit_end import announce_already_finished, announce_fit_end
-from seqcls.run.flag_values import keep_comment_like_values
+from seqcls.run.checks.flag_values import keep_comment_like_values
+from seqcls.run.checks.linked_options import check_linked_options, linked_options
+from seqcls.run.fit.cut_validation import RerunCutValidation
+from seqcls.run.fit.final_validation import ValidateFinalWeights
+from seqcls.run.fit.no_steps_left import ValidateWhenNothingLeft, already_finished
+from seqcls.run.fit.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
+from seqcls.run.fit.throughput import Throughput
+from seqcls.run.fit.validation_off import turn_off_validation, validation_off_by
+from seqcls.run.fit.xla_graphs import EndEvaluationGraphs
 from seqcls.run.layout import DEFAULT_ROOT, check_folders, run_layout
-from seqcls.run.linked_options import check_linked_options, linked_options
-from seqcls.run.logs import tensorboard_logger
-from seqcls.run.model_card import model_card, write_model_card
-from seqcls.run.no_steps_left import ValidateWhenNothingLeft, already_finished
-from seqcls.run.non_finite_loss import StopOnNonFiniteLoss
-from seqcls.run.outputs import METRICS_FILE, MetricsFile
-from seqcls.run.predictions import PredictionWriter
-from seqcls.run.quiet import without_load_report
-from seqcls.run.random_state import RandomState
-from seqcls.run.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
-from seqcls.run.report import EvaluationReport
-from seqcls.run.resume import check_continues, check_loads, start_point
-from seqcls.run.run_config import CONFIG_FILE, SaveRunConfig
-from seqcls.run.signals import StopOnSignal, release_signals
-from seqcls.run.throughput import Throughput
-from seqcls.run.validation_off import turn_off_validation, validation_off_by
-from seqcls.run.xla_graphs import EndEvaluationGraphs
+from seqcls.run.outputs.export import ExportBestModel
+from seqcls.run.outputs.fit_end import announce_already_finished, announce_fit_end
+from seqcls.run.outputs.logs import tensorboard_logger
+from seqcls.run.outputs.metrics_file import METRICS_FILE, MetricsFile
+from seqcls.run.outputs.model_card import model_card, write_model_card
+from seqcls.run.outputs.predictions import PredictionWriter
+from seqcls.run.outputs.quiet import without_load_report
+from seqcls.run.outputs.run_config import CONFIG_FILE, SaveRunConfig
+from seqcls.run.report.evaluation_report import EvaluationReport
+from seqcls.run.stops.early_stopping import EarlyStoppingOptions, early_stopping
+from seqcls.run.stops.non_finite_loss import StopOnNonFiniteLoss
+from seqcls.run.stops.signals import StopOnSignal, release_signals
 from seqcls.xla_options import check_xla_precision
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class RunCLI(LightningCLI):
     command = "seqcls"  # how the command is typed, for the model card's reproduce line
     pipeline_tag = "text-classification"  # what model/ does, for the model card
     description = "seqcls: fine-tune a Hugging Face sequence classifier with PyTorch Lightning."
-    # Trainer defaults of this command over OPTIONS'; max_epochs None lets run/recipe.py derive
+    # Trainer defaults of this command over OPTIONS'; max_epochs None lets run/fit/recipe.py derive
     # the length of training from the data (see derives_training_length).
     command_trainer_defaults: ClassVar[dict[str, Any]] = {}
     # --help (and docs/configuration.md) text of Trainer options whose Lightning text is wrong here.

@@ -165,9 +165,9 @@ def _probe(
     from seqcls.classifier_cli import make_cli
     from seqcls.data.classification import TextClassificationDataModule
     from seqcls.model.metrics import logged_at_validation
-    from seqcls.run.checkpoints import configured_best_checkpoint
-    from seqcls.run.config_checks import check_logged
-    from seqcls.run.validation_off import NO_VALIDATION_BATCHES, validation_off_by
+    from seqcls.run.checkpoints.saving import configured_best_checkpoint
+    from seqcls.run.checks.command_line import check_logged
+    from seqcls.run.fit.validation_off import NO_VALIDATION_BATCHES, validation_off_by
 
     cli = make_cli(fit_args, run=False)
     cli.parser.prog = "seqcls fit"  # its errors name the command that the trials run

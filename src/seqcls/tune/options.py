@@ -48,7 +48,7 @@ class TuneOptions:
 def parse(argv: list[str]) -> tuple[TuneOptions, list[str]]:
     """Split ``--tune.*`` options (``--tune.x V`` or ``--tune.x=V``) from the fit arguments."""
     from seqcls.option_ranges import check_option_ranges
-    from seqcls.run.config_checks import OneLineErrorParser
+    from seqcls.run.checks.command_line import OneLineErrorParser
 
     tune_args: list[str] = []
     fit_args: list[str] = []

@@ -28,8 +28,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from seqcls.cloud.storage import write_text
 from seqcls.data.label_checks import is_number
-from seqcls.run.failed_run import failed_in
-from seqcls.run.outputs import validation_splits
+from seqcls.run.outputs.metrics_file import validation_splits
+from seqcls.run.report.failed_run import failed_in
 from seqcls.tune.space import nested
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.metrics import logged_at_validation
 from seqcls.model.optimization import effective_batch_size
+from seqcls.run.checks.command_line import check_logged, not_logged
 from seqcls.run.command import run_cli
-from seqcls.run.config_checks import check_logged, not_logged
-from seqcls.run.outputs import read_metrics, update_metrics_file
+from seqcls.run.outputs.metrics_file import read_metrics, update_metrics_file
 from seqcls.tune.options import PRUNE_AFTER
 
 log = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 """A validation that a stop cut short is run again when the fit resumes.
 
 A SIGTERM (a preemption) or Ctrl-C that comes while a fit validates stops the run there and
-saves ``last.ckpt`` (``signals.py``, ``checkpoints.py``). Lightning resumes such a checkpoint
-after the validation, at the next training batch: the validation it cut is never run, so the
-weights of that step are never scored and never compete for the best checkpoint, and the
-resumed run may keep other weights than an uninterrupted one. So the checkpoint saved on the
-stop notes that a validation was cut (this callback's state), and the resumed fit runs that
-validation whole, where Lightning would have, with the checkpoint saves that follow it,
+saves ``last.ckpt`` (``stops/signals.py``, ``checkpoints/saving.py``). Lightning resumes such a
+checkpoint after the validation, at the next training batch: the validation it cut is never
+run, so the weights of that step are never scored and never compete for the best checkpoint,
+and the resumed run may keep other weights than an uninterrupted one. So the checkpoint saved
+on the stop notes that a validation was cut (this callback's state), and the resumed fit runs
+that validation whole, where Lightning would have, with the checkpoint saves that follow it,
 before it trains on.
 """
 

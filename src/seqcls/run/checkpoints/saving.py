@@ -14,8 +14,8 @@ from torch import Tensor
 from seqcls.cloud.storage import exists, parent
 from seqcls.data.metric_names import direction
 from seqcls.errors import ConfigurationError
-from seqcls.run.checkpoint_io import AtomicCheckpointIO
-from seqcls.run.checkpoint_reuse import StateStamp, state_stamp
+from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
+from seqcls.run.checkpoints.reuse import StateStamp, state_stamp
 
 log = logging.getLogger(__name__)
 LAST = "last"
@@ -69,7 +69,7 @@ class BestCheckpoint(RunCheckpoint):
     validation anyway (the logger, ``metrics.json``), so the copies cost no extra sync.
 
     It also notes the training state each file was written for, so that ``last.ckpt``, saved
-    next at the same moment, reuses the file (``checkpoint_reuse``).
+    next at the same moment, reuses the file (``reuse``).
     """
 
     written: tuple[str, StateStamp] | None = None  # the latest file, and its training state
@@ -112,7 +112,7 @@ class LastCheckpoint(RunCheckpoint):
 
     Overwritten after every validation (or epoch, without validation), and also every
     ``every_n_steps`` optimizer steps and every ``every_minutes`` minutes of training when
-    set, and once more when the run is stopped by SIGTERM or SIGINT (see ``signals``).
+    set, and once more when the run is stopped by SIGTERM or SIGINT (``stops/signals.py``).
 
     ``ModelCheckpoint(save_last=True)`` in Lightning 2.6 only refreshes ``last.ckpt`` when
     a top-k checkpoint is saved at the same step, so once the monitored metric stops

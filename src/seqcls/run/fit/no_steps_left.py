@@ -26,9 +26,9 @@ from jsonargparse import Namespace
 from pytorch_lightning.callbacks import Callback
 
 from seqcls.cloud.storage import exists, read_text
+from seqcls.run.checkpoints.resume import StartPoint
 from seqcls.run.layout import RunLayout
-from seqcls.run.outputs import METRICS_FILE
-from seqcls.run.resume import StartPoint
+from seqcls.run.outputs.metrics_file import METRICS_FILE
 
 # The flags that say how long a fit trains: the same as the finished run's, none is left.
 LENGTH_FLAGS = ("max_epochs", "max_steps", "max_time")

@@ -3,7 +3,7 @@ or ``--data.validation_fraction 0`` with no validation set, which trains on ever
 row (a last fit on all the data once a search has chosen its options).
 
 Either way the fit exports its final weights, and ``metrics.json`` and the model card say
-that they were not evaluated (``run/outputs.py``).
+that they were not evaluated (``run/outputs/metrics_file.py``).
 """
 
 import logging

@@ -22,7 +22,7 @@ _DROPPED_LINES = (
     # Logged by ModelCheckpoint after the last.ckpt of every SIGTERM or Ctrl-C stop, with a
     # blank message and the name SIGTERMException for SIGINT too. seqcls logs the stop
     # itself when the signal comes ("SIGTERM received: saving a checkpoint after this step,
-    # then stopping", run/signals.py), and metrics.json records it.
+    # then stopping", run/stops/signals.py), and metrics.json records it.
     "An SIGTERMException was raised with message:",
 )
 # Raised by torch 2.13 from Lightning 2.6's own ``_pytree`` module, at every fit; nothing a
@@ -43,13 +43,14 @@ _SPEARMAN_BUFFER = r"Metric `SpearmanCorrcoef` will save all targets and predict
 # seqcls's data modules are the only ones its commands take.
 _LIGHTNING_LOADER_NOT_RESUMABLE = r"You're resuming from a checkpoint that ended before the epoch"
 # Raised at every resume: a fit in a run directory with checkpoints continues that run
-# (run/resume.py says so in a line of its own), so finding them there is what is expected.
+# (run/checkpoints/resume.py says so in a line of its own), so finding them there is what is
+# expected.
 _LIGHTNING_CHECKPOINTS_NOT_EMPTY = r"Checkpoint directory .* exists and is not empty"
 
 
 # Raised by ModelCheckpoint at each epoch's end of a fit whose validation is off
 # (--trainer.limit_val_batches 0): a monitor that validation never logs is refused at setup
-# (run/config_checks.py), and the fit's last lines say that nothing was validated.
+# (run/checks/command_line.py), and the fit's last lines say that nothing was validated.
 _LIGHTNING_MONITOR_NOT_LOGGED = r"`ModelCheckpoint\(monitor=.*could not find the monitored key"
 # Logged by datasets' CSV and JSON readers just before they raise: seqcls reports the same
 # parser error in one line of its own, naming the flag (data/tables.py).

@@ -9,8 +9,12 @@ from transformers import PreTrainedModel
 
 from seqcls.data.base import TextDataModule
 from seqcls.model.metrics import logged_at_validation
-from seqcls.run.config_checks import check_max_length, check_monitor, check_scores_trained_weights
-from seqcls.run.resume import StartPoint, check_same_labels, check_same_optimizer
+from seqcls.run.checkpoints.resume import StartPoint, check_same_labels, check_same_optimizer
+from seqcls.run.checks.command_line import (
+    check_max_length,
+    check_monitor,
+    check_scores_trained_weights,
+)
 
 
 def check_built(

@@ -13,7 +13,7 @@ majority class's accuracy on the same rows and the largest share of rows given o
   temperature and the calibrated ECE to ``metrics.json``, and warns where the run failed
   (``failed_run.py``).
 - ``validate`` and ``test`` write the report of what they measured into their run directory
-  (in a fit's, into a folder of their own: ``run/evaluations.py``), and (like ``predict``)
+  (in a fit's, into a folder of their own: ``run/outputs/evaluations.py``), and (like ``predict``)
   apply the calibration saved with the model they evaluate.
 """
 
@@ -49,15 +49,15 @@ from seqcls.model.calibration import (
     unfold_temperature,
 )
 from seqcls.model.classifier import SequenceClassifier
-from seqcls.run.best_validation import BestValidation
-from seqcls.run.evaluations import evaluation_of
-from seqcls.run.failed_run import against_majority
-from seqcls.run.outputs import METRICS_FILE, metrics_text, read_metrics, split_name
-from seqcls.run.predictions import gather_in_input_order
-from seqcls.run.report_files import Rows, write_report
-from seqcls.run.report_pictures import figure_pixels
-from seqcls.run.report_texts import split_texts
-from seqcls.run.xla_graphs import log_host_value
+from seqcls.run.fit.xla_graphs import log_host_value
+from seqcls.run.outputs.evaluations import evaluation_of
+from seqcls.run.outputs.metrics_file import METRICS_FILE, metrics_text, read_metrics, split_name
+from seqcls.run.outputs.predictions import gather_in_input_order
+from seqcls.run.report.best_validation import BestValidation
+from seqcls.run.report.failed_run import against_majority
+from seqcls.run.report.files import Rows, write_report
+from seqcls.run.report.pictures import figure_pixels
+from seqcls.run.report.texts import split_texts
 
 log = logging.getLogger(__name__)
 REPORT_DIR = "report"
@@ -200,7 +200,8 @@ class EvaluationReport(pl.Callback):
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, pl_module: Any, rows_by_prefix: dict[str, Rows]) -> None:
-        # validate and test in a fit's run directory: a folder of their own (run/evaluations.py)
+        # validate and test in a fit's run directory: a folder of their own
+        # (run/outputs/evaluations.py)
         metrics = read_metrics(trainer.default_root_dir)
         evaluation = evaluation_of(trainer, pl_module, metrics, self.checkpoint)
         within = [evaluation.name] if evaluation else []

@@ -22,8 +22,8 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote, parent
 from seqcls.errors import ConfigurationError
-from seqcls.run.checkpoints import LAST
-from seqcls.run.zero_checkpoints import is_zero_checkpoint, zero_checkpoint_problem
+from seqcls.run.checkpoints.saving import LAST
+from seqcls.run.checkpoints.zero import is_zero_checkpoint, zero_checkpoint_problem
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@
   each label's decision threshold) and ``most_wrong.csv``;
 - regression: ``scatter.png`` and ``worst_residuals.csv``.
 
-Metrics come from torchmetrics; the pictures from ``run/report_pictures.py``.
+Metrics come from torchmetrics; the pictures from ``run/report/pictures.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from torchmetrics.functional.classification import (
 )
 
 from seqcls.data.labels import LabelSpace
-from seqcls.run import report_pictures as pictures
+from seqcls.run.report import pictures
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -2,8 +2,8 @@
 
 The stop watches the metric that picks the best checkpoint, in the same direction, so the two
 never disagree about what "better" means. (Lightning's own ``EarlyStopping`` added by hand keeps
-its default ``mode="min"`` whatever it monitors; ``config_checks.check_monitor_directions``
-refuses one that would stop a fit as its accuracy rose.)
+its default ``mode="min"`` whatever it monitors; ``check_monitor_directions``, in
+``checks/command_line.py``, refuses one that would stop a fit as its accuracy rose.)
 """
 
 import logging
@@ -56,7 +56,7 @@ def early_stopping(
     options: Any, monitor: str | None, mode: str, *, validation_off_by: str | None = None
 ) -> EarlyStopping | None:
     """The stop ``options`` (``--early_stopping.*``) ask for on ``monitor``; None when off.
-    ``validation_off_by``: the flag that turns validation off (``run/validation_off.py``)."""
+    ``validation_off_by``: the flag that turns validation off (``run/fit/validation_off.py``)."""
     patience = options.get("patience")
     if patience is None:
         return None

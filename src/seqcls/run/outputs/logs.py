@@ -21,7 +21,7 @@ from pytorch_lightning.loggers import TensorBoardLogger
 from pytorch_lightning.utilities import rank_zero_only
 
 from seqcls.cloud.storage import is_remote, upload_dir
-from seqcls.run.redact import redact
+from seqcls.run.outputs.redact import redact
 
 log = logging.getLogger(__name__)
 

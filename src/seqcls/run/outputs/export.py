@@ -15,8 +15,8 @@ from transformers.initialization import no_init_weights
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
 from seqcls.model.calibration import Calibration, save_into
 from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
-from seqcls.run.checkpoints import best_checkpoint
-from seqcls.run.zero_checkpoints import gather_weights, is_zero_checkpoint
+from seqcls.run.checkpoints.saving import best_checkpoint
+from seqcls.run.checkpoints.zero import gather_weights, is_zero_checkpoint
 
 log = logging.getLogger(__name__)
 _PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``model`` attribute

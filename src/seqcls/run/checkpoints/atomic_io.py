@@ -16,7 +16,7 @@ from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.cloud.storage import is_remote, upload_file
-from seqcls.run.checkpoint_reuse import reuse_checkpoint
+from seqcls.run.checkpoints.reuse import reuse_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     XLA would otherwise have each host's first process delete the same object.
 
     ``reuse``, when set, is a file already written for the same state: it becomes the
-    checkpoint instead (``checkpoint_reuse``).
+    checkpoint instead (``reuse``).
 
     Where the strategy's writer is Lightning's plain one, the checkpoint goes straight into its
     file instead (``_write_local``).

@@ -14,10 +14,10 @@ from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from seqcls.cloud.storage import read_text, write_text
-from seqcls.run.checkpoints import best_checkpoint, resumes_from_last
-from seqcls.run.evaluations import evaluation_of
-from seqcls.run.non_finite_loss import Diverged
-from seqcls.run.signals import stop_signal
+from seqcls.run.checkpoints.saving import best_checkpoint, resumes_from_last
+from seqcls.run.outputs.evaluations import evaluation_of
+from seqcls.run.stops.non_finite_loss import Diverged
+from seqcls.run.stops.signals import stop_signal
 
 log = logging.getLogger(__name__)
 METRICS_FILE = "metrics.json"
@@ -108,14 +108,14 @@ class MetricsFile(pl.Callback):
     """Write final metrics per split to ``RUN/metrics.json``, however the command ends.
 
     ``validate`` and ``test`` record what they measured (in a fit's run directory, beside the
-    fit's results: ``run/evaluations.py``). ``fit`` writes, when it finishes,
+    fit's results: ``run/outputs/evaluations.py``). ``fit`` writes, when it finishes,
     or stops on a signal or an error once training has started:
 
     - ``validation``: the metrics of the weights exported to ``RUN/model``, which are those
       of the best checkpoint by the monitored metric, or the final weights when no best
-      checkpoint is kept; every fit validates its final weights (``final_validation``), so
-      they compete for best. A fit that did not finish has written no model: it records the
-      best so far;
+      checkpoint is kept; every fit validates its final weights
+      (``fit/final_validation.py``), so they compete for best. A fit that did not finish has
+      written no model: it records the best so far;
     - ``best``: the epoch and step of those weights;
     - ``fit``: how it ended (``status``), the optimizer ``steps`` trained, which weights
       ``model/`` holds (``exported``: ``best checkpoint``, ``final weights`` or null),
@@ -166,7 +166,7 @@ class MetricsFile(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
     ) -> None:
         # A mistake found while setting up (a missing column, say) stops the run before
-        # anything is written, as one line (run/config_checks.py).
+        # anything is written, as one line (run/checks/command_line.py).
         if trainer.state.fn == "fit" and self.training:
             self._write(trainer, self.fit_results(trainer, exception), replaces=_FIT_KEYS)
 
@@ -218,7 +218,8 @@ class MetricsFile(pl.Callback):
     def _write_evaluated(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, splits: dict[str, Any]
     ) -> None:
-        """``validate`` and ``test``: beside a fit's results, not over them (run/evaluations.py)."""
+        """``validate`` and ``test``: beside a fit's results, not over them
+        (run/outputs/evaluations.py)."""
         existing = read_metrics(trainer.default_root_dir)
         evaluation = evaluation_of(trainer, pl_module, existing, self.checkpoint)
         self._write(trainer, evaluation.recorded(existing, splits) if evaluation else splits)

@@ -8,7 +8,7 @@ from pytorch_lightning.cli import SaveConfigCallback
 
 from seqcls.cloud.storage import write_text
 from seqcls.data.base import TextDataModule
-from seqcls.run.redact import redact_config
+from seqcls.run.outputs.redact import redact_config
 
 CONFIG_FILE = "config.yaml"
 

@@ -5,7 +5,7 @@ accuracy is the majority class's (Mosbach et al. 2021, "On the stability of fine
 call such a run failed). Its metrics alone do not say so: 0.53 on RTE reads like a weak model,
 not a broken one. So every evaluation of single-label classes logs, beside its metrics, the
 majority class's accuracy on the same rows and the largest share of rows given one label
-(``run/report.py``), and a fit whose exported model failed ends with a warning.
+(``run/report/evaluation_report.py``), and a fit whose exported model failed ends with a warning.
 """
 
 from collections.abc import Mapping

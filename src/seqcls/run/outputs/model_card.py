@@ -20,7 +20,7 @@ from jsonargparse import Namespace
 from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
 
 from seqcls.cloud.storage import is_remote, write_text
-from seqcls.run.outputs import validation_splits
+from seqcls.run.outputs.metrics_file import validation_splits
 
 README = "README.md"
 # The recipe, as the resolved config holds it: (table row, config section, key).

@@ -2,8 +2,9 @@
 
 A Spot VM or preemptible TPU gets SIGTERM and about 30 s before it is switched off, and
 Vertex AI restarts a preempted job with the same command, which resumes from ``last.ckpt``
-(see ``resume``). Lightning 2.6 already turns SIGTERM into a flag that its loops check
-after each batch, raising ``SIGTERMException``; ``LastCheckpoint`` saves on that exception.
+(see ``checkpoints/resume.py``). Lightning 2.6 already turns SIGTERM into a flag that its loops
+check after each batch, raising ``SIGTERMException``; ``LastCheckpoint`` saves on that
+exception.
 Two things are added here:
 
 - SIGINT (Ctrl-C) takes the same path. Lightning's own handling raises ``KeyboardInterrupt``

@@ -1,10 +1,10 @@
 """The rows of the validation that scored the weights ``model/`` holds, kept across a resume.
 
 A fit's report and calibration come from the validation that scored the best checkpoint
-(``report.py``). A resumed process would otherwise know only its own validations, and take
-the first of them for the best: the report, the temperature and the failed-run warning would
-describe other weights than the exported ones. So the best score and its rows (index, logits
-and targets per validation set, plain tensors: a checkpoint loads with ``weights_only``)
+(``evaluation_report.py``). A resumed process would otherwise know only its own validations,
+and take the first of them for the best: the report, the temperature and the failed-run warning
+would describe other weights than the exported ones. So the best score and its rows (index,
+logits and targets per validation set, plain tensors: a checkpoint loads with ``weights_only``)
 travel in every checkpoint, and the resumed process carries on from them.
 
 Restored rows are kept only where they still describe what ``model/`` will hold: the best
@@ -20,8 +20,8 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from seqcls.run.checkpoints import best_checkpoint
-from seqcls.run.report_files import Rows
+from seqcls.run.checkpoints.saving import best_checkpoint
+from seqcls.run.report.files import Rows
 
 _FIELDS = ("index", "logits", "targets")
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from seqcls.cloud.storage import exists
-from seqcls.run.outputs import METRICS_FILE, validation_splits
+from seqcls.run.outputs.metrics_file import METRICS_FILE, validation_splits
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from seqcls.data.columns import INDEX, PAIR_INPUT_IDS
 from seqcls.data.windows import overlap
-from seqcls.run.report_files import Texts
+from seqcls.run.report.files import Texts
 
 
 def split_texts(trainer: pl.Trainer, split: str, position: int) -> Texts:
