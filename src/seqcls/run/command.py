@@ -6,8 +6,6 @@ the exported model and ``metrics.json``. ``seqcls`` (``cli.py``) and ``seqcls ml
 (``mlm/cli.py``) both build on this class and differ only in model, data and their links.
 """
 
-import json
-import logging
 import os
 import sys
 import tempfile
@@ -18,57 +16,37 @@ from typing import Any, ClassVar
 
 from jsonargparse import Namespace
 from pytorch_lightning import LightningModule, Trainer
-from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.cli import ArgsType, LightningArgumentParser, LightningCLI
 
-from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.cloud.secrets import apply_secrets
-from seqcls.cloud.storage import exists, read_text
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
-from seqcls.hardware import Hardware
-from seqcls.option_ranges import check_option_ranges
+from seqcls.run.callbacks import add_callback_options, run_callbacks
 from seqcls.run.checkpoints.atomic_io import with_atomic_io
-from seqcls.run.checkpoints.random_state import RandomState
 from seqcls.run.checkpoints.resume import check_continues, check_loads, start_point
 from seqcls.run.checkpoints.saving import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
 from seqcls.run.checks.buckets import check_run_buckets
 from seqcls.run.checks.built import check_built
 from seqcls.run.checks.command_line import (
     OneLineErrorParser,
-    check_checkpoint_mode,
     check_config_files,
     check_monitor_directions,
     check_strategy,
-    check_trainer,
-    check_trains,
     describe_options,
 )
 from seqcls.run.checks.flag_values import keep_comment_like_values
 from seqcls.run.checks.linked_options import check_linked_options, linked_options
-from seqcls.run.fit.cut_validation import RerunCutValidation
-from seqcls.run.fit.final_validation import ValidateFinalWeights
-from seqcls.run.fit.no_steps_left import ValidateWhenNothingLeft, already_finished
-from seqcls.run.fit.recipe import MAX_EPOCHS, DerivedTrainingLength, Unset
-from seqcls.run.fit.throughput import Throughput
-from seqcls.run.fit.validation_off import turn_off_validation, validation_off_by
-from seqcls.run.fit.xla_graphs import EndEvaluationGraphs
+from seqcls.run.checks.parsed import check_parsed
+from seqcls.run.fit.no_steps_left import already_finished
+from seqcls.run.fit.recipe import MAX_EPOCHS, Unset
+from seqcls.run.fit.validation_off import validation_off_by
 from seqcls.run.layout import DEFAULT_ROOT, check_folders, run_layout
-from seqcls.run.outputs.export import ExportBestModel
-from seqcls.run.outputs.fit_end import announce_already_finished, announce_fit_end
+from seqcls.run.outputs.fit_end import announce_already_finished, end_fit
 from seqcls.run.outputs.logs import tensorboard_logger
-from seqcls.run.outputs.metrics_file import METRICS_FILE, MetricsFile
-from seqcls.run.outputs.model_card import model_card, write_model_card
-from seqcls.run.outputs.predictions import PredictionWriter
 from seqcls.run.outputs.quiet import without_load_report
 from seqcls.run.outputs.run_config import CONFIG_FILE, SaveRunConfig
-from seqcls.run.report.evaluation_report import EvaluationReport
-from seqcls.run.stops.early_stopping import EarlyStoppingOptions, early_stopping
-from seqcls.run.stops.non_finite_loss import StopOnNonFiniteLoss
-from seqcls.run.stops.signals import StopOnSignal, release_signals
-from seqcls.xla_options import check_xla_precision
-
-log = logging.getLogger(__name__)
+from seqcls.run.stops.early_stopping import early_stopping
+from seqcls.run.stops.signals import release_signals
 
 
 class RunCLI(LightningCLI):
@@ -82,31 +60,11 @@ class RunCLI(LightningCLI):
     trainer_help: ClassVar[dict[str, str]] = {}
     derives_training_length = False
     unset: Unset | None = None  # which length and validation flags the recipe decides
-    already_finished = False  # fit: the run it continues had finished (no_steps_left.py)
+    already_finished = False  # fit: the run it continues had finished (fit/no_steps_left.py)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         describe_options(parser, self.trainer_help)
-        # Built by _best_checkpoint, not by the parser: its mode follows the metric it monitors.
-        parser.add_class_arguments(
-            ModelCheckpoint, "checkpoint", fail_untyped=False, instantiate=False, sub_configs=True
-        )
-        # When last.ckpt is saved besides after validation (--last_checkpoint.*).
-        parser.add_class_arguments(
-            LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
-        )
-        parser.add_class_arguments(EarlyStoppingOptions, "early_stopping", instantiate=False)
-        parser.set_defaults(
-            {
-                # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).
-                "checkpoint.save_last": False,
-                "checkpoint.save_top_k": 1,
-                "checkpoint.filename": "best-epoch{epoch}-step{step}",
-                "checkpoint.auto_insert_metric_name": False,
-                # Unset: follows the monitored metric (_best_checkpoint). Lightning's "min"
-                # would keep the worst checkpoint by any score where higher is better.
-                "checkpoint.mode": None,
-            }
-        )
+        add_callback_options(parser)
         parser.link_arguments("model.model_name_or_path", "data.tokenizer_name_or_path")
         self.link_data_and_model(parser)
 
@@ -137,14 +95,7 @@ class RunCLI(LightningCLI):
         # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.
         apply_secrets()
         config = self._config()
-        hardware = Hardware.detect()
-        check_trainer(config.trainer, hardware)
-        check_xla_precision(config.trainer, hardware)
-        check_option_ranges(config)
-        turn_off_validation(config, self.subcommand)
-        if self.subcommand == "fit":
-            check_trains(config.trainer)
-        check_checkpoint_mode(config.checkpoint.mode)
+        check_parsed(config, self.subcommand)
         if "weights_only" in config and config.weights_only is None:
             config.weights_only = True  # a checkpoint is data: loading it must not run code
         # The run's folders: the flags, else Vertex AI's AIP_* folders, else runs/default.
@@ -197,37 +148,12 @@ class RunCLI(LightningCLI):
         if config.get("logger") in (None, True):
             config["logger"] = tensorboard_logger(self.layout.logs)
         given = list(config.get("callbacks") or [])  # --trainer.callbacks, by hand
-        callbacks = [
-            StopOnSignal(),  # first: from the end of fit it holds signals for the others
-            *given,
-            # Before the export, which saves the calibration it fits.
-            EvaluationReport(self.layout.model, self.start.source),
-            ExportBestModel(self.layout.model),
-            MetricsFile(self.start.source),
-            Throughput(),
-            PredictionWriter(),
-            StopOnNonFiniteLoss(),
-            RandomState(),
-            ValidateFinalWeights(),
-            EndEvaluationGraphs(),
-        ]
-        if self.subcommand == "fit" and self.unset is not None:
-            callbacks.append(DerivedTrainingLength(self.unset))
-            if self.unset.length:
-                # The recipe sets the number at setup. Left unset, Lightning would warn that
-                # it trains 1,000 epochs, which no run does.
-                config["max_epochs"] = MAX_EPOCHS
-        if self.subcommand == "fit":
-            # Before the checkpoints: the state saved on a stop notes a validation it cut.
-            callbacks.append(RerunCutValidation())
-        if self.subcommand == "fit" and self.start.local is not None:
-            # Resumed at its last step, a fit still validates its final weights.
-            callbacks.append(ValidateWhenNothingLeft())
-        if config["logger"] is not False:
-            callbacks.append(LearningRateMonitor(logging_interval="step"))
-        if in_vertex():
-            # A trial of a Vertex AI tuning job reads its metric from the file this writes.
-            callbacks.append(HypertuneReporter())
+        logs = config["logger"] is not False
+        callbacks = run_callbacks(self.subcommand, self.layout, self.start, self.unset, given, logs)
+        if self.subcommand == "fit" and self.unset is not None and self.unset.length:
+            # The recipe sets the number at setup. Left unset, Lightning would warn that it
+            # trains 1,000 epochs, which no run does.
+            config["max_epochs"] = MAX_EPOCHS
         # The configurable best-checkpoint callback (--checkpoint.*), plus last.ckpt; both
         # are left out when checkpointing is switched off, which Lightning would reject.
         keys = self._parser(self.subcommand).callback_keys
@@ -279,35 +205,24 @@ class RunCLI(LightningCLI):
     def after_fit(self) -> None:
         try:
             if self.trainer.is_global_zero and not self.already_finished:
-                run_dir = self.trainer.default_root_dir
-                metrics = read_text(os.path.join(run_dir, METRICS_FILE))
-                results = json.loads(metrics) if metrics is not None else {}
-                if exists(self.layout.model):
-                    self._write_model_card(results)
-                announce_fit_end(run_dir, results if metrics is not None else None, CONFIG_FILE)
+                end_fit(
+                    self.trainer,
+                    self.layout.model,
+                    self._config(),
+                    dict(self.model.hparams),
+                    command=f"{self.command} fit",
+                    pipeline_tag=self.pipeline_tag,
+                    started=self._fit_started,
+                    seen_rows=getattr(self.datamodule, "seen_rows", None),
+                )
         finally:
             release_signals()
-
-    def _write_model_card(self, metrics: dict[str, Any]) -> None:
-        config_yaml = read_text(os.path.join(self.trainer.default_root_dir, CONFIG_FILE))
-        card = model_card(
-            self._config(),
-            self.trainer,
-            dict(self.model.hparams),
-            command=f"{self.command} fit",
-            pipeline_tag=self.pipeline_tag,
-            metrics=metrics,
-            minutes=(time.monotonic() - self._fit_started) / 60,
-            config_yaml=config_yaml or "",
-            seen_rows=getattr(self.datamodule, "seen_rows", None),
-        )
-        log.info("Wrote the model card %s", write_model_card(self.layout.model, card))
 
     def _config(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
-        self.parser_class = OneLineErrorParser  # parse errors as one line (see config_checks)
+        self.parser_class = OneLineErrorParser  # errors as one line (checks/command_line.py)
         # The top of --help (a subcommand's parser gets its own description from Lightning).
         kwargs.setdefault("description", self.description)
         # Usage lines read "seqcls mlm fit ...", not the name of the script that started us
