@@ -83,7 +83,8 @@ class ExportBestModel(pl.Callback):
     """At the end of ``fit``, write the best checkpoint's model to ``model_dir`` (local or remote).
 
     A remote folder gets a complete local export, copied file by file, and a remote best
-    checkpoint is read from a local copy, as ``run.resume.start_point`` does for the same reason.
+    checkpoint is read from a local copy, as ``run.checkpoints.resume.start_point`` does for the
+    same reason.
     """
 
     def __init__(self, model_dir: str) -> None:
