@@ -15,15 +15,15 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from seqcls.data.loaders import ONE_ROW_MULTIPLE
+from seqcls.data.loaders import ONE_ROW_MULTIPLE, padding_id
 from seqcls.data.packing import PackInOneRow
-from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
-from seqcls.model.matmul_precision import keep_attention_in_mkl
 from seqcls.model.mean_pooling import pool_by_mean
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
-from seqcls.model.row_sparse_adamw import RowSparseAdamW
+from seqcls.speedups.cpu_dropout import use_cpu_dropout
+from seqcls.speedups.matmul_precision import keep_attention_in_mkl
+from seqcls.speedups.row_sparse_adamw import RowSparseAdamW
 
 BATCH = 32
 
@@ -51,7 +51,7 @@ def batches_of(args: argparse.Namespace) -> list[dict[str, torch.Tensor]]:
             zip(encoded["input_ids"], encoded["token_type_ids"], strict=True)
         )
     ]
-    collate = PackInOneRow(tokenizer.pad_token_id or 0, ONE_ROW_MULTIPLE)
+    collate = PackInOneRow(padding_id(tokenizer), ONE_ROW_MULTIPLE)
     return [collate(features[i : i + BATCH]) for i in range(0, len(features), BATCH)]
 
 

@@ -2,7 +2,7 @@
 
 Two parts, on the first CUDA device:
 
-1. **Check** (always): the variable-length kernel (``src/seqcls/model/varlen_attention.py``),
+1. **Check** (always): the variable-length kernel (``src/seqcls/speedups/varlen_attention.py``),
    through seqcls's own ``PackedForward``, against the same rows unpacked, for BERT, RoBERTa,
    XLM-R and ELECTRA (tiny random models): logits in bf16 and fp32 evaluation, and the
    gradients of a training step without attention dropout. Prints each relative error;
@@ -37,7 +37,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, BertCon
 from seqcls.data.packing import pack
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.varlen_attention import kernel, kernel_works
+from seqcls.speedups.varlen_attention import kernel, kernel_works
 
 CHECKED = ("bert", "roberta", "xlm-roberta", "electra")
 ROWS = 32

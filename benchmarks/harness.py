@@ -36,10 +36,25 @@ from typing import Any
 
 import torch
 
+from seqcls.data.loaders import padding_id
 from seqcls.data.sub_batches import split_by_length
-from seqcls.model.first_token import first_token_only_weights
-from seqcls.model.matmul_precision import onednn_keeps_fp32_at_medium
-from seqcls.model.segment_attention import ATTENTION_GROUPS
+from seqcls.model.first_token import FIRST_TOKEN_ONLY_MARK
+from seqcls.speedups.matmul_precision import onednn_keeps_fp32_at_medium
+from seqcls.speedups.segment_attention import ATTENTION_GROUPS
+
+
+def first_token_only_weights(model: torch.nn.Module) -> int:
+    """How many linear-layer weights of ``model`` run once per row rather than per token: the
+    last layer's after its self-attention, where it is cut to the first token."""
+    for layer in model.modules():
+        attention = getattr(layer, "attention", None)
+        if getattr(getattr(attention, "output", None), FIRST_TOKEN_ONLY_MARK, False):
+            return _linear_weights(layer) - _linear_weights(attention.self)  # type: ignore[union-attr]
+    return 0
+
+
+def _linear_weights(module: torch.nn.Module) -> int:
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
 
 
 class StepClock:
@@ -69,7 +84,7 @@ class StepClock:
         config = getattr(model, "config", None)
         layers = getattr(config, "num_hidden_layers", 0)
         self.attention_factor = 12 * layers * getattr(config, "hidden_size", 0)
-        self.pad_token_id = getattr(config, "pad_token_id", None) or 0
+        self.pad_token_id = padding_id(config)
         model.register_forward_pre_hook(self._count, with_kwargs=True)
 
     def begin(self, step: int) -> None:

@@ -7,17 +7,15 @@ most L tokens, block mask), ``packbest`` (packed, the row length the cost model 
 ``costmodel`` (per batch, packed or split by the cost model: what ``--data.packing auto``
 does for a model whose attention cannot follow the segments) and ``onerow`` (the whole batch
 in one model row, attention by segments: what ``--data.packing auto`` does on a CPU for
-BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``model/segment_attention.py``), or
+BERT, RoBERTa, XLM-R, ELECTRA and their kind; ``speedups/segment_attention.py``), or
 ``onerowN``, the same with N groups of segments for attention instead of ``ATTENTION_GROUPS``
 (4), or ``onerowsdpa``, one row with every group attended by SDPA's kernel, none by explicit
-products (``EXPLICIT_ATTENTION_MAX_LENGTH``), or ``onerowgroups``, explicit products group by
-group with torch's own operators rather than a layer's groups in one autograd step
-(``SHORT_SEGMENTS_AT_ONCE``). The same
+products (``EXPLICIT_ATTENTION_MAX_LENGTH``). The same
 random batches of 32 run forward and backward in every layout, interleaved batch by batch so
 that a busy machine slows every layout alike; the median step time is printed per layout.
 Threads: ``THREADS`` (default 2). Dropout: the model's own rates, or every rate ``DROPOUT``
 when set (``DROPOUT=0``: a fit's default). Dropout draws its masks as a seqcls fit on a CPU does
-(``model/cpu_dropout.py``); ``TORCH_DROPOUT=1`` keeps torch's, as the cost model was first
+(``speedups/cpu_dropout.py``); ``TORCH_DROPOUT=1`` keeps torch's, as the cost model was first
 measured.
 """
 
@@ -33,19 +31,15 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from seqcls.data.loaders import ONE_ROW_MULTIPLE
+from seqcls.data.loaders import ONE_ROW_MULTIPLE, padding_id
 from seqcls.data.packing import PackInOneRow, PackOrSplit, best_row_length, pack
 from seqcls.data.sub_batches import split_by_length
-from seqcls.model import segment_attention
-from seqcls.model.cpu_dropout import use_cpu_dropout
 from seqcls.model.first_token import compute_last_layer_for_first_token
 from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pretrained import checkpoint_config, dropout_settings
-from seqcls.model.segment_attention import (
-    ATTENTION_GROUPS,
-    EXPLICIT_ATTENTION_MAX_LENGTH,
-    SHORT_SEGMENTS_AT_ONCE,
-)
+from seqcls.speedups import segment_attention
+from seqcls.speedups.cpu_dropout import use_cpu_dropout
+from seqcls.speedups.segment_attention import ATTENTION_GROUPS, EXPLICIT_ATTENTION_MAX_LENGTH
 
 
 def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -> None:
@@ -78,7 +72,7 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
     packed_forward = PackedForward(model)
     by_segments = PackedForward(model)
     by_segments.use_segments()
-    pad = tokenizer.pad_token_id or 0
+    pad = padding_id(tokenizer)
     chosen: dict[str, list[Any]] = collections.defaultdict(list)
 
     def padded(rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -98,11 +92,10 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
                 loss = model(**padded([rows[i] for i in piece])).loss
                 (loss * len(piece) / len(rows)).backward()
         elif layout.startswith("onerow"):
-            groups = layout.removeprefix("onerow").removesuffix("sdpa").removesuffix("groups")
+            groups = layout.removeprefix("onerow").removesuffix("sdpa")
             by_segments.attention_groups = int(groups or ATTENTION_GROUPS)
             explicit = 0 if layout.endswith("sdpa") else EXPLICIT_ATTENTION_MAX_LENGTH
             segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = explicit
-            segment_attention.SHORT_SEGMENTS_AT_ONCE = not layout.endswith("groups")
             by_segments(PackInOneRow(pad, ONE_ROW_MULTIPLE)(rows)).loss.backward()
         elif layout in ("costmodel", "packbest"):
             length, cost = best_row_length(lengths)
@@ -126,7 +119,6 @@ def main(model_path: str, tsv: str, kind: str, layouts: list[str], steps: int) -
                 times[layout].append(time.perf_counter() - start)
     finally:
         segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = EXPLICIT_ATTENTION_MAX_LENGTH
-        segment_attention.SHORT_SEGMENTS_AT_ONCE = SHORT_SEGMENTS_AT_ONCE
     first = statistics.median(times[layouts[0]][1:])
     for layout in layouts:
         median = statistics.median(times[layout][1:])  # the first batch warms up

@@ -60,9 +60,9 @@ from step_floor import (
 )
 from torch.profiler import ProfilerActivity, profile
 
-from seqcls.allocator import keep_freed_memory
-from seqcls.model import segment_attention
-from seqcls.model.matmul_precision import (
+from seqcls.speedups import segment_attention
+from seqcls.speedups.allocator import keep_freed_memory
+from seqcls.speedups.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
     torch_precision_for,
@@ -95,12 +95,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pooling", choices=["first_token", "mean"], default="first_token",
                    help="as seqcls fit's --model.pooling: mean runs the last layer for every "
                    "token")  # fmt: skip
-    p.add_argument("--segment-attention", choices=["auto", "groups", "sdpa"], default="auto",
+    p.add_argument("--segment-attention", choices=["auto", "sdpa"], default="auto",
                    help="auto: as a fit, explicit products for groups of up to "
                    "EXPLICIT_ATTENTION_MAX_LENGTH tokens (every group of a layer in one "
-                   "autograd step), SDPA's kernel above; groups: the same products group by "
-                   "group, each by torch's own operators, as before; sdpa: SDPA's kernel for "
-                   "every group, as before explicit products")  # fmt: skip
+                   "autograd step), SDPA's kernel above; sdpa: SDPA's kernel for every "
+                   "group, as before explicit products")  # fmt: skip
     p.add_argument("--dropout", type=float, default=0.0,
                    help="as seqcls fit's --model.dropout: every dropout rate (default 0, as "
                    "seqcls fit's)")  # fmt: skip
@@ -179,15 +178,12 @@ def split_by_operator(events: Any, steps: int, wall: float) -> dict[str, float]:
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     explicit_limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
-    at_once = segment_attention.SHORT_SEGMENTS_AT_ONCE
     if args.segment_attention == "sdpa":
         segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = 0
-    segment_attention.SHORT_SEGMENTS_AT_ONCE = args.segment_attention == "auto"
     try:
         return measure(args, argv)
     finally:
         segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH = explicit_limit
-        segment_attention.SHORT_SEGMENTS_AT_ONCE = at_once
 
 
 def measure(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ The package, from the bottom up (docs/architecture.md draws it):
   option takes, and what the machine can train on;
 - ``cloud/``: local and ``gs://`` storage, the Vertex AI environment;
 - ``sentence_encoder``: how a sentence-transformers checkpoint pools, read off its files;
+- ``context_values``: a context variable set for one block (a packed batch's layout);
 - ``data/``: files and hub splits to token batches, labels decided once;
+- ``speedups/``: the same training step faster on its device, each speed-up behind one switch;
 - ``model/``: pretrained loading, the classifier module, its metrics and optimiser;
 - ``mlm/``: continued masked-LM pretraining on the same data and run machinery;
 - ``run/``: the run directory (checkpoints, resume, outputs, export, logs) and its CLI base;

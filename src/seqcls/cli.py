@@ -14,8 +14,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from seqcls.allocator import keep_freed_memory
 from seqcls.errors import ConfigurationError
+from seqcls.speedups.allocator import keep_freed_memory
 
 if TYPE_CHECKING:
     from seqcls.classifier_cli import SeqclsCLI

@@ -128,13 +128,10 @@ def test_step_clock_counts_the_first_token_layer_once_per_row() -> None:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from seqcls.model.first_token import (
-        compute_last_layer_for_first_token,
-        first_token_only_weights,
-    )
+    from seqcls.model.first_token import compute_last_layer_for_first_token
 
     load_run()
-    from harness import StepClock
+    from harness import StepClock, first_token_only_weights
 
     config = BertConfig(
         vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -153,7 +150,8 @@ def test_step_clock_counts_the_first_token_layer_once_per_row() -> None:
         clock.end()
         flops.append((clock.useful_flops, clock.computed_flops))
     per_row_weights = first_token_only_weights(model)
-    assert per_row_weights > 0
+    # The cut layer's attention output projection, feed-forward in and out.
+    assert per_row_weights == 16 * 16 + 2 * 16 * 32
     real, rows, computed = 8, 2, 12
     assert flops[0][0] - flops[1][0] == 6 * per_row_weights * (real - rows)
     assert flops[0][1] - flops[1][1] == 6 * per_row_weights * (computed - rows)

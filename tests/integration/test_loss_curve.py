@@ -25,10 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 # batches. It packs whole batches (--data.sub_batches 1), so that curve asks for packing off,
 # and a packed curve is pinned of its own.
 # Re-pinned when dropout on a CPU began drawing its masks from numpy's SFC64, seeded by torch
-# (model/cpu_dropout.py): the same law, other draws. With --model.fast_cpu_dropout false every
+# (speedups/cpu_dropout.py): the same law, other draws. With --model.fast_cpu_dropout false every
 # earlier curve comes back exactly, and stays pinned below.
 # Re-pinned when a CPU began packing each batch into one model row, attention following the
-# segments (model/segment_attention.py): the same rows and mean loss, but dropout draws its
+# segments (speedups/segment_attention.py): the same rows and mean loss, but dropout draws its
 # masks over the one row. --data.packing false gives the previous curves exactly; the block-
 # mask packed curve (short rows) is what models outside the segment path still train.
 # Re-pinned when the sample data was made again so that no validation text is a training

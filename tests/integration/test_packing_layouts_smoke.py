@@ -42,10 +42,9 @@ def test_every_layout_runs_on_the_same_batches(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from seqcls.model import segment_attention
+    from seqcls.speedups import segment_attention
 
     layouts = ["sub4", "pack64", "packbest", "costmodel", "onerow", "onerow1", "onerowsdpa"]
-    layouts.append("onerowgroups")
     monkeypatch.setenv("DROPOUT", "0")  # as a fit: short groups attend by explicit products
     explicit = segment_attention.explicit_attention
     at_once = segment_attention.attend_short_segments
@@ -68,13 +67,12 @@ def test_every_layout_runs_on_the_same_batches(
     load_layouts().main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )
-    # onerow and onerow1 take a layer's groups at once, onerowgroups one by one, onerowsdpa
-    # neither; the limit and the switch are put back.
+    # onerow and onerow1 take a layer's groups at once, onerowsdpa sends them to SDPA's
+    # kernel; the limit is put back.
     assert limits["at once"]
-    assert limits["by group"]
-    assert set(limits["at once"]) == set(limits["by group"]) == {limit}
+    assert not limits["by group"]
+    assert set(limits["at once"]) == {limit}
     assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
-    assert segment_attention.SHORT_SEGMENTS_AT_ONCE
     printed = capsys.readouterr().out
     for layout in layouts:
         assert re.search(rf"^{layout}: \d+ ms/step, \d+ examples/s", printed, re.MULTILINE)

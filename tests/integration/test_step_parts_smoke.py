@@ -144,13 +144,13 @@ def test_a_mean_pooled_head_computes_the_last_layer_for_every_token(
 def test_sdpa_for_every_group_is_measured_on_request_and_only_then(
     tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from seqcls.model import segment_attention
+    from seqcls.speedups import segment_attention
 
     _texts, tsv = four_batches_of_texts(tmp_path)
     common = ["--model", str(tiny_bert), "--train", str(tsv), "--text-column", "sentence"]
     explicit = segment_attention.explicit_attention
     at_once = segment_attention.attend_short_segments
-    calls = {choice: {"at once": 0, "by group": 0} for choice in ("auto", "groups", "sdpa")}
+    calls = {choice: {"at once": 0, "by group": 0} for choice in ("auto", "sdpa")}
     limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
     for choice, counts in calls.items():
 
@@ -170,9 +170,6 @@ def test_sdpa_for_every_group_is_measured_on_request_and_only_then(
         assert parts["segment_attention"] == choice
         assert parts["attention_ms"] > 0
         assert limit == segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH  # put back
-        assert segment_attention.SHORT_SEGMENTS_AT_ONCE  # put back
     assert calls["auto"]["at once"] > 0
     assert calls["auto"]["by group"] == 0
-    assert calls["groups"]["at once"] == 0
-    assert calls["groups"]["by group"] > 0
     assert calls["sdpa"] == {"at once": 0, "by group": 0}

@@ -13,7 +13,7 @@ from seqcls.data.classification import TextClassificationDataModule
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.optimization import linear_warmup_decay
-from seqcls.model.xla_attention import XLA_ATTENTION
+from seqcls.speedups.xla_attention import XLA_ATTENTION
 
 REPO = Path(__file__).resolve().parents[2]
 LABELS = ["account", "billing", "shipping", "technical"]

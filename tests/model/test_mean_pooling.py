@@ -6,18 +6,18 @@ from typing import Any
 
 import pytest
 import torch
-from test_packed_forward import (
+from packed_rows import (
     EXTRA,
     MASK_SERVED,
     SERVED,
     TINY,
     assert_same,
-    classifier,
     logits_loss_gradients,
     padded,
     rows,
     tiny_model,
 )
+from test_packed_forward import classifier
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutput

@@ -130,9 +130,12 @@ def test_no_import_circle_between_nested_subpackages() -> None:
 
 
 def test_imports_run_downhill() -> None:
-    """data never imports model or run; model never imports run; nothing imports the command."""
+    """data never imports model or run; the speed-ups never import model, mlm or run; model
+    never imports run; nothing imports the command."""
     graph = subpackage_graph(module_graph())
     assert not graph["seqcls.data"] & {"seqcls.model", "seqcls.run", "seqcls.mlm"}
+    assert not graph["seqcls.data"] & {"seqcls.speedups"}
+    assert not graph["seqcls.speedups"] & {"seqcls.model", "seqcls.run", "seqcls.mlm"}
     assert not graph["seqcls.model"] & {"seqcls.run", "seqcls.mlm"}
     assert not any("seqcls.cli" in targets for targets in graph.values())
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from xla_cpu import SAMPLE, Run, Train
 
-import seqcls.model.device_setup
+import seqcls.speedups.device_setup
 from seqcls.data.dense_packing import DenseBatchOrder
 
 pytestmark = pytest.mark.xla
@@ -77,11 +77,11 @@ def test_without_the_device_side_mask_every_step_syncs(
     train_on_xla: Train, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # transformers checks padding_mask.all() on the host in every forward unless the mask is
-    # always built: what seqcls.model.xla_attention.use_device_side_attention_mask switches off.
+    # always built: what seqcls.speedups.xla_attention.use_device_side_attention_mask switches off.
     # Padded batches (evaluation's, or training's with packing off) take that path; packed
     # ones pass their block mask whole, which transformers never checks.
     monkeypatch.setattr(
-        seqcls.model.device_setup, "use_device_side_attention_mask", lambda model: None
+        seqcls.speedups.device_setup, "use_device_side_attention_mask", lambda model: None
     )
     run = train_on_xla(steps=STEPS, packing=False)
     _, syncs = after_warm_up(run)

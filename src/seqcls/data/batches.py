@@ -20,6 +20,7 @@ from seqcls.data.loaders import (
     Padding,
     collator,
     default_buckets,
+    padding_id,
     resolve_drop_last,
     resolve_packing,
     resolve_pad_to_multiple_of,
@@ -67,7 +68,7 @@ class ClassificationBatches(TextDataModule):
                 lengths=token_lengths(train),
                 batch_size=self.batch_size,
                 row_length=self.max_length,
-                pad_token_id=self.tokenizer.pad_token_id or 0,
+                pad_token_id=padding_id(self.tokenizer),
                 num_workers=self.num_workers,
                 seed=self.seed,
                 drop_last=resolve_drop_last(self.drop_last, self.trainer),
@@ -95,7 +96,7 @@ class ClassificationBatches(TextDataModule):
     def _evaluation_loader(self, rows: datasets.Dataset) -> DataLoader:
         loader = self._eval_loader(rows, self.collate())
         if self.window_stride is None and self._packs_densely():
-            pad_token_id = self.tokenizer.pad_token_id or 0
+            pad_token_id = padding_id(self.tokenizer)
             pack_evaluation(loader, token_lengths(rows), self.max_length, pad_token_id)
         return loader
 

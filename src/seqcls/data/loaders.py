@@ -35,6 +35,12 @@ Packing = Literal["off", "per_batch", "always", "one_row", "dense"]
 Collate = Callable[[list[dict[str, Any]]], Any]
 
 
+def padding_id(owner: Any) -> int:
+    """The token id padding is filled with: ``owner``'s (a tokenizer's or a model config's)
+    ``pad_token_id``, else 0. Padding is masked out, so any id serves where there is none."""
+    return int(getattr(owner, "pad_token_id", None) or 0)
+
+
 def resolve_padding(padding: Padding | None, trainer: pl.Trainer | None) -> Padding:
     """The padding asked for, else ``max_length`` on XLA and ``longest`` elsewhere."""
     if padding is not None:

@@ -14,7 +14,7 @@ each segment), ``segment_ids`` (1, 2, ... per segment in a model row, 0 on paddi
 ``segment_rows`` / ``segment_starts`` (per row of the batch: its model row and first column),
 and ``segment_bounds``: where each segment starts in the flattened tokens, then their count
 (trailing padding is a segment of its own), for attention kernels that take segments as
-cumulative lengths (``model/varlen_attention.py``); made here so that the device never has
+cumulative lengths (``speedups/varlen_attention.py``); made here so that the device never has
 to be read back for it.
 """
 
@@ -209,7 +209,7 @@ def best_row_length(lengths: Sequence[int]) -> tuple[int, float]:
 
 class PackInOneRow:
     """A collate function: each batch packed into one model row, for a model whose attention
-    follows the segments (``model/segment_attention.py``), the row rounded up to ``multiple``
+    follows the segments (``speedups/segment_attention.py``), the row rounded up to ``multiple``
     tokens: no padding beyond that rounding."""
 
     def __init__(self, pad_token_id: int, multiple: int = 1) -> None:

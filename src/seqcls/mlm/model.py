@@ -8,12 +8,16 @@ from transformers import AutoModelForMaskedLM
 
 from seqcls.hardware import is_xla, on_cpu
 from seqcls.mlm.pooler import pretrained_pooler
-from seqcls.model.cpu_dropout import use_cpu_dropout
-from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.metrics import WeightedMean
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
-from seqcls.model.xla_attention import use_device_side_attention_mask
+from seqcls.speedups.cpu_dropout import use_cpu_dropout
+from seqcls.speedups.matmul_precision import (
+    CpuMatmulPrecision,
+    MatmulPrecision,
+    keep_attention_in_mkl,
+)
+from seqcls.speedups.xla_attention import use_device_side_attention_mask
 
 Batch = dict[str, torch.Tensor]
 IGNORED = -100  # the label of every token the loss skips (not masked)

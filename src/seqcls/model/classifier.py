@@ -16,11 +16,9 @@ from seqcls.data.windows import WindowPooling
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration, calibrated_scores
-from seqcls.model.device_setup import set_up_for_device
 from seqcls.model.label_layer import load_classifier
 from seqcls.model.layers import reinitialise_top_layers, resolve_reinit_layers
 from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
-from seqcls.model.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.optimization import adamw_with_warmup, peak_learning_rates
@@ -28,6 +26,8 @@ from seqcls.model.packed_forward import PackedForward
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
 from seqcls.model.rdrop import rdrop_loss
 from seqcls.model.scored_rows import ScoredRows, report_rows, score_rows, update_metrics
+from seqcls.speedups.device_setup import set_up_for_device
+from seqcls.speedups.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 
 
 class SequenceClassifier(pl.LightningModule):
@@ -221,7 +221,7 @@ class SequenceClassifier(pl.LightningModule):
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
         if self.pairs is not None:
-            self.packed_forward.route = None  # the data module packs no pairs
+            self.packed_forward.run_unpacked()  # the data module packs no pairs
         names = metric_names(metrics, problem_type)
         self.val_metrics = ModuleList(
             build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")

@@ -12,14 +12,14 @@ the positions left out never reach the loss. Architectures qualify by name, each
 the test suite against the full computation.
 """
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 from torch import Tensor
-from torch.nn import Linear, Module
+from torch.nn import Module
 from transformers import PreTrainedModel
 
+from seqcls.context_values import holding
 from seqcls.errors import ConfigurationError
 
 # Model types whose sequence-classification head reads position 0 only, and whose layers
@@ -43,7 +43,7 @@ FIRST_TOKEN_MODEL_TYPES = frozenset(
 )
 # Set on the module whose inputs are cut to the first token, so that benchmarks can count
 # what the model computes.
-_MARK = "seqcls_first_token_only"
+FIRST_TOKEN_ONLY_MARK = "seqcls_first_token_only"
 # Packed batches (``packed_forward.py``) hold several rows per model row: the positions the
 # head reads are then each segment's first, (model rows, columns), set while such a batch runs.
 _FIRST_POSITIONS: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar(
@@ -51,20 +51,15 @@ _FIRST_POSITIONS: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar(
 )
 
 
-@contextmanager
-def first_tokens_at(rows: Tensor, columns: Tensor) -> Iterator[None]:
+def first_tokens_at(rows: Tensor, columns: Tensor) -> AbstractContextManager[None]:
     """While in this block, the cut last layer computes the tokens at (``rows``, ``columns``),
     one row each, in that order, instead of each row's first token."""
-    token = _FIRST_POSITIONS.set((rows, columns))
-    try:
-        yield
-    finally:
-        _FIRST_POSITIONS.reset(token)
+    return holding(_FIRST_POSITIONS, (rows, columns))
 
 
 def cuts_last_layer(model: Module) -> bool:
     """Whether ``compute_last_layer_for_first_token`` was applied to ``model``."""
-    return any(getattr(module, _MARK, False) for module in model.modules())
+    return any(getattr(module, FIRST_TOKEN_ONLY_MARK, False) for module in model.modules())
 
 
 def supports_first_token_only(model: PreTrainedModel) -> bool:
@@ -99,19 +94,9 @@ def compute_last_layer_for_first_token(model: PreTrainedModel) -> None:
         raise ConfigurationError(
             f"{model.config.model_type!r} models cannot compute only their first token"
         )
-    if not getattr(target, _MARK, False):
+    if not getattr(target, FIRST_TOKEN_ONLY_MARK, False):
         target.register_forward_pre_hook(_first_position)
-        setattr(target, _MARK, True)
-
-
-def first_token_only_weights(model: Module) -> int:
-    """How many linear-layer weights of ``model`` run once per row rather than per token."""
-    for layer in _last_layers(model):
-        attention = getattr(layer, "attention", None)
-        if getattr(getattr(attention, "output", None), _MARK, False):
-            every_token = _linear_weights(attention.self)  # type: ignore[union-attr]
-            return _linear_weights(layer) - every_token
-    return 0
+        setattr(target, FIRST_TOKEN_ONLY_MARK, True)
 
 
 def _first_position(module: Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
@@ -142,7 +127,3 @@ def _last_layers(model: Module) -> list[Module]:
         if name.endswith("encoder") and layers is not None and len(layers) > 0:
             last.append(layers[-1])
     return last
-
-
-def _linear_weights(module: Module) -> int:
-    return sum(m.weight.numel() for m in module.modules() if isinstance(m, Linear))

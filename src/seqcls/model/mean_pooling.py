@@ -30,6 +30,7 @@ from torch import Tensor
 from torch.nn import Module
 from transformers import PreTrainedModel
 
+from seqcls.context_values import holding
 from seqcls.errors import ConfigurationError
 from seqcls.model.first_token import (
     FIRST_TOKEN_MODEL_TYPES,
@@ -129,11 +130,8 @@ def averaging_segments(
     # Each key's first segment; padding (id 0) and unlisted keys join row ``count``.
     table = torch.full((model_rows * (width + 1),), count, device=segment_ids.device)
     table = table.scatter_reduce(0, segment_keys, order, reduce="amin")
-    token = _TOKEN_ROWS.set((table[token_keys], count))
-    try:
+    with holding(_TOKEN_ROWS, (table[token_keys], count)):
         yield
-    finally:
-        _TOKEN_ROWS.reset(token)
 
 
 def _token_rows_from_mask(mask: Tensor | None, shape: torch.Size) -> tuple[Tensor, int]:

@@ -12,7 +12,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from transformers import PreTrainedModel
 
 from seqcls.model.layers import parameter_depths
-from seqcls.model.row_sparse_adamw import RowSparseAdamW, train_embeddings_by_rows
+from seqcls.speedups.row_sparse_adamw import RowSparseAdamW, train_embeddings_by_rows
 
 # Peak learning rates when --model.learning_rate is unset. Regression trains at twice the rate:
 # on STS-B, 1e-4 gave all-MiniLM-L6-v2 0.860 +- 0.005 dev Pearson over 3 seeds against

@@ -32,7 +32,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from seqcls.data.columns import INDEX, LABELS
-from seqcls.data.loaders import CPU_SUB_BATCHES
+from seqcls.data.loaders import CPU_SUB_BATCHES, padding_id
 from seqcls.data.packing import (
     SEGMENT_BOUNDS,
     SEGMENT_IDS,
@@ -52,14 +52,14 @@ from seqcls.model.pretrained import (
     first_position_id,
     recomputes_activations,
 )
-from seqcls.model.segment_attention import (
+from seqcls.speedups.segment_attention import (
     ATTENTION_GROUPS,
     attending_by,
     plan_segments,
     switch_back,
     switch_to_segments,
 )
-from seqcls.model.varlen_attention import kernel_works, segments_in, switch_to_varlen
+from seqcls.speedups.varlen_attention import kernel_works, segments_in, switch_to_varlen
 
 MaskRoute = Literal["mask", "encoder"]
 # The rows the check packs: two model rows of 9 tokens, the second one padded.
@@ -77,7 +77,7 @@ class PackedForward:
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
-        self.pad_token_id = int(getattr(model.config, "pad_token_id", None) or 0)
+        self.pad_token_id = padding_id(model.config)
         self.position_offset = first_position_id(model)
         # A mean-pooled head reads each segment's mean: the encoder's output is cut to it.
         self.mean = pools_by_mean(model)
@@ -115,10 +115,20 @@ class PackedForward:
         switch_back(self.model)
         self.segments = False
 
+    def run_unpacked(self) -> None:
+        """From now on, packed batches run unpacked (the same results, without the speed)."""
+        self.route = None
+
     @property
     def served(self) -> bool:
         """Whether packed batches run packed (else unpacked, with the same results)."""
         return self.route is not None
+
+    def with_kernel(self, precision: str) -> bool:
+        """Whether packed batches' attention follows their segments under the trainer's
+        ``precision`` (``varlen_attention.py``): a CUDA device with the kernel, in half
+        precision, where the kernel applies. (On a CPU: ``segments``.)"""
+        return self.varlen and precision.startswith(("bf16", "16"))
 
     def __call__(self, batch: dict[str, torch.Tensor]) -> Any:
         if self.route is None:

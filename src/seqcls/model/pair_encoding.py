@@ -33,6 +33,7 @@ from transformers.loss.loss_utils import ForSequenceClassificationLoss
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from seqcls.data.columns import LABELS, PAIR_ATTENTION_MASK, PAIR_INPUT_IDS
+from seqcls.data.loaders import padding_id
 from seqcls.data.pair_batches import MODEL_CONFIG_KEY as CONFIG_KEY
 from seqcls.data.pair_batches import PairEncoding
 from seqcls.errors import ConfigurationError
@@ -175,7 +176,7 @@ def forward_pairs(model: PreTrainedModel, batch: dict[str, Tensor], mean: bool) 
     first_ids, first_mask = batch["input_ids"], batch["attention_mask"]
     second_ids, second_mask = batch[PAIR_INPUT_IDS], batch[PAIR_ATTENTION_MASK]
     width = max(first_ids.shape[1], second_ids.shape[1])
-    pad = model.config.pad_token_id or 0
+    pad = padding_id(model.config)
 
     def widen(tensor: Tensor, value: int) -> Tensor:
         return F.pad(tensor, (0, width - tensor.shape[1]), value=value)

@@ -10,6 +10,7 @@ from torch.nn import Embedding, Module
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
+from seqcls.data.loaders import padding_id
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.option_ranges import check_range
 
@@ -121,7 +122,7 @@ def first_position_id(model: PreTrainedModel) -> int:
         seen.append(int(args[0].flatten()[0]))
 
     handle = table.register_forward_pre_hook(record)
-    pad = int(getattr(model.config, "pad_token_id", None) or 0)
+    pad = padding_id(model.config)
     ids = torch.full((1, 3), pad + 1 if pad + 1 < model.config.vocab_size else 0)
     device = next(model.parameters()).device
     try:

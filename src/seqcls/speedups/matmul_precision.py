@@ -6,7 +6,7 @@ may compute it in bf16. What that means depends on the CPU:
 
 - on the AMD EPYCs measured (AVX512-BF16, no AMX), oneDNN kept the product in fp32, with
   fp32's rounding error, at up to twice MKL's rate: what AVX-512 against an AVX2 path would
-  give (docs/benchmarks.md; ``tests/model/test_matmul_precision.py`` checks it on any such
+  give (docs/benchmarks.md; ``tests/speedups/test_matmul_precision.py`` checks it on any such
   CPU);
 - on the Intel Xeon with AMX measured, oneDNN rounded the product's inputs to bf16 and summed
   in fp32, as bf16 mixed precision does to products (and TF32 on a GPU): 1.8x MKL's rate on
@@ -28,11 +28,14 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import Module
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel
 
 from seqcls.hardware import on_cpu
+from seqcls.speedups.transformers_hooks import (
+    attention_function,
+    attention_implementation,
+    switch_attention,
+)
 
 # "auto", or torch's own names (torch.set_float32_matmul_precision).
 CpuMatmulPrecision = Literal["auto", "highest", "high", "medium"]
@@ -228,17 +231,22 @@ def attention_in_mkl(attend: Callable[..., tuple[torch.Tensor, Any]]) -> Callabl
 
 
 MKL_ATTENTION = "seqcls_sdpa_in_mkl"
-sdpa_in_mkl = attention_in_mkl(sdpa_attention_forward)
-AttentionInterface.register(MKL_ATTENTION, sdpa_in_mkl)
-AttentionMaskInterface.register(MKL_ATTENTION, sdpa_mask)
+_IN_MKL = "attention's products in MKL on a CPU"
+
+
+def sdpa_in_mkl() -> Callable[..., Any] | None:
+    """transformers' SDPA attention with its products in MKL (``attention_in_mkl``), or None
+    where transformers' SDPA cannot be found (said once)."""
+    sdpa = attention_function("sdpa", _IN_MKL)
+    return None if sdpa is None else attention_in_mkl(sdpa)
 
 
 def keep_attention_in_mkl(model: PreTrainedModel) -> bool:
     """Switch a model on SDPA to ``sdpa_in_mkl`` (in place), for every stage of a CPU run;
     whether its attention is now that one. The fast-dropout and segment attentions wrap it."""
-    if getattr(model.config, "_attn_implementation", None) == "sdpa":
-        model.set_attn_implementation(MKL_ATTENTION)
-    return getattr(model.config, "_attn_implementation", None) == MKL_ATTENTION
+    if attention_implementation(model, _IN_MKL) == "sdpa" and (attend := sdpa_in_mkl()):
+        switch_attention(model, MKL_ATTENTION, attend, what=_IN_MKL)
+    return attention_implementation(model, _IN_MKL) == MKL_ATTENTION
 
 
 def products_in_mkl() -> AbstractContextManager[None]:

@@ -3,24 +3,41 @@
 The same weights run differently per device: on XLA with attention masks built on the device;
 compiled by ``torch.compile`` when asked; on CUDA with the varlen attention kernel for packed
 batches; on a CPU with attention by segments, MKL's attention products and numpy's dropout
-masks. This is the one place that picks, when a run starts (``SequenceClassifier.setup``).
+masks. This is the one place that picks, when a run starts (``SequenceClassifier.setup``):
+the classifier's one call to the speed-ups.
 """
 
+from typing import Protocol
+
 import pytorch_lightning as pl
+import torch
 from transformers import PreTrainedModel
 
 from seqcls.hardware import is_xla, on_cpu, on_cuda
-from seqcls.model.cpu_dropout import use_cpu_dropout
-from seqcls.model.matmul_precision import keep_attention_in_mkl
-from seqcls.model.packed_forward import PackedForward
-from seqcls.model.xla_attention import use_device_side_attention_mask
+from seqcls.speedups.cpu_dropout import use_cpu_dropout
+from seqcls.speedups.matmul_precision import keep_attention_in_mkl
+from seqcls.speedups.xla_attention import use_device_side_attention_mask
 from seqcls.xla_options import check_xla_model
+
+
+class PackedPaths(Protocol):
+    """How packed batches run through the model (``PackedForward``, ``model/packed_forward.py``):
+    packed or not, and the attention speed-ups it switches itself, each after checking that
+    the model still gives each row's own logits that way."""
+
+    def run_unpacked(self) -> None: ...
+
+    def use_varlen(self, device: torch.device) -> bool: ...
+
+    def use_segments(self) -> bool: ...
+
+    def stop_segments(self) -> None: ...
 
 
 def set_up_for_device(
     trainer: pl.Trainer,
     model: PreTrainedModel,
-    packed_forward: PackedForward,
+    packed_forward: PackedPaths,
     *,
     stage: str,
     compile: bool,
@@ -44,7 +61,7 @@ def set_up_for_device(
         compiled = model.base_model if pairs_apart else model
         compiled.compile(dynamic=True)
         # The compiled graph would not see which tokens a packed batch's head reads.
-        packed_forward.route = None
+        packed_forward.run_unpacked()
     if on_cuda(trainer):
         packed_forward.use_varlen(trainer.strategy.root_device)
     elif on_cpu(trainer):

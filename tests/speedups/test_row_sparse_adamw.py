@@ -11,7 +11,7 @@ from torch import nn
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from seqcls.classifier_cli import make_cli
-from seqcls.model.row_sparse_adamw import RowSparseAdamW, train_embeddings_by_rows
+from seqcls.speedups.row_sparse_adamw import RowSparseAdamW, train_embeddings_by_rows
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 

@@ -8,11 +8,12 @@ layout in and out, and when the kernel is (not) used. The GPU check in
 """
 
 import itertools
+import logging
 from typing import Any
 
 import pytest
 import torch
-from test_packed_forward import (
+from packed_rows import (
     MASK_SERVED,
     TINY,
     assert_same,
@@ -21,12 +22,13 @@ from test_packed_forward import (
     rows,
     tiny_model,
 )
-from transformers import PreTrainedModel
+from transformers import AttentionInterface, AutoConfig, PreTrainedModel
 
 from seqcls.data.packing import SEGMENT_BOUNDS, SEGMENT_IDS, pack, segment_bounds
-from seqcls.model import packed_forward, varlen_attention
+from seqcls.model import packed_forward
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.varlen_attention import VARLEN, switch_back
+from seqcls.speedups import varlen_attention
+from seqcls.speedups.varlen_attention import VARLEN, kernel_refusal
 
 
 class ReferenceKernel:
@@ -94,7 +96,7 @@ def test_the_kernel_path_gives_the_logits_loss_and_gradients_of_the_padded_batch
     packed = logits_loss_gradients(model, lambda: forward(batch))
     # One call per layer: the kernel, not the mask, computed every layer's attention.
     assert reference.calls == TINY["num_hidden_layers"]
-    switch_back(model)
+    model.set_attn_implementation("sdpa")
     unpacked = logits_loss_gradients(model, lambda: model(**padded(features)))
     assert_same(packed, unpacked)
 
@@ -126,7 +128,7 @@ def test_unpacked_batches_of_a_switched_model_run_sdpa(reference: ReferenceKerne
     features = rows(token_types=False)
     logits = model(**padded(features)).logits
     assert reference.calls == 0
-    switch_back(model)
+    model.set_attn_implementation("sdpa")
     assert model.config._attn_implementation == "sdpa"
     torch.testing.assert_close(logits, model(**padded(features)).logits)
 
@@ -169,3 +171,70 @@ def test_a_saved_switched_model_loads_anywhere(reference: ReferenceKernel, tmp_p
     model, _ = switched("bert")
     model.save_pretrained(tmp_path)
     assert VARLEN not in (tmp_path / "config.json").read_text()
+
+
+def sequence_model(config: Any) -> torch.nn.Module:
+    """A module with ``config``, as a model of that family would carry it (no weights)."""
+    model = torch.nn.Module()
+    model.config = config
+    return model
+
+
+@pytest.mark.parametrize(
+    ("model_type", "refusal"),
+    [
+        ("gemma2", "its attention scores are capped (attn_logit_softcapping)"),
+        ("gemma3_text", None),  # the key, unset
+        ("bert", None),
+        ("llama", None),
+    ],
+)
+def test_the_kernel_refuses_families_with_an_attention_softcap(
+    model_type: str, refusal: str | None
+) -> None:
+    config = AutoConfig.for_model(model_type)
+    assert kernel_refusal(sequence_model(config)) == refusal
+
+
+def test_an_unset_softcap_is_no_refusal() -> None:
+    config = AutoConfig.for_model("gemma2", attn_logit_softcapping=None)
+    assert kernel_refusal(sequence_model(config)) is None
+
+
+def test_the_kernel_refuses_attention_with_sinks() -> None:
+    model = tiny_model("bert")
+    heads = TINY["num_attention_heads"]
+    model.bert.encoder.layer[0].attention.self.sinks = torch.nn.Parameter(torch.zeros(heads))
+    assert kernel_refusal(model) == "its attention has sinks"
+
+
+def test_a_refused_model_keeps_sdpa_and_says_why_once(
+    reference: ReferenceKernel, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = tiny_model("bert")
+    model.config.attn_logit_softcapping = 30.0
+    with caplog.at_level(logging.INFO):
+        assert not PackedForward(model).use_varlen(torch.device("cuda"))
+    assert model.config._attn_implementation == "sdpa"
+    lines = [
+        record.getMessage() for record in caplog.records if "variable-length" in record.getMessage()
+    ]
+    assert lines == [
+        "Packed batches keep SDPA's mask, not the variable-length kernel: "
+        "its attention scores are capped (attn_logit_softcapping)"
+    ]
+
+
+@pytest.mark.parametrize("argument", ["softcap", "sinks", "s_aux"])
+def test_a_call_with_what_the_kernel_ignores_runs_sdpa(
+    reference: ReferenceKernel, argument: str
+) -> None:
+    model, _ = switched("bert")
+    attention = model.bert.encoder.layer[0].attention.self
+    query, key, value = (torch.randn(1, 4, 6, 8) for _ in range(3))
+    attend = AttentionInterface._global_mapping[VARLEN]
+    with varlen_attention.segments_in(torch.tensor([0, 6], dtype=torch.int32), 6):
+        attend(attention, query, key, value, None, **{argument: torch.ones(4)})
+        assert reference.calls == 0
+        attend(attention, query, key, value, None)
+    assert reference.calls == 1

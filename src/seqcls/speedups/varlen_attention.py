@@ -12,21 +12,35 @@ same mask. The kernel applies on a CUDA device to fp16 and bf16 (mixed precision
 without attention dropout: it has none, and dropping it would change what trains. So
 training with the models' usual attention dropout keeps the mask, while validation, test
 and prediction run the kernel.
+
+The kernel knows nothing of an attention softcap (Gemma 2's ``attn_logit_softcapping``) or
+of attention sinks (gpt-oss): a model with either is refused, in one line, and keeps SDPA.
 """
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import Module
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel
+
+from seqcls.context_values import holding
+from seqcls.speedups.transformers_hooks import (
+    attention_function,
+    attention_implementation,
+    dispatches_attention,
+    switch_attention,
+)
 
 VARLEN = "seqcls_varlen"
+_WHAT = "packed batches' attention through the variable-length kernel on CUDA"
+# Attention arguments the kernel has no place for: a call that passes one runs SDPA.
+_SDPA_ONLY = ("softcap", "sinks", "s_aux", "position_bias")
 # (cumulative segment starts over the flattened tokens, int32; longest segment bound)
 _SEGMENTS: ContextVar[tuple[torch.Tensor, int] | None] = ContextVar("segments", default=None)
 
@@ -52,13 +66,17 @@ def varlen_attention(
     attention_mask: torch.Tensor | None,
     dropout: float = 0.0,
     scaling: float | None = None,
+    *,
+    sdpa: Callable[..., Any],
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature: (batch, heads, length, head size) in, (batch,
-    length, heads, head size) out."""
+    length, heads, head size) out; ``sdpa`` (transformers' own) wherever the kernel does not
+    apply."""
     segments = _SEGMENTS.get()
-    if segments is None or not kernel_applies(query, dropout):
-        return sdpa_attention_forward(
+    served = all(kwargs.get(name) is None for name in _SDPA_ONLY)
+    if segments is None or not served or not kernel_applies(query, dropout):
+        return sdpa(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
     starts, longest = segments
@@ -73,16 +91,11 @@ def varlen_attention(
     return out.reshape(rows, length, heads, size), None
 
 
-@contextmanager
-def segments_in(bounds: torch.Tensor, row_length: int) -> Iterator[None]:
+def segments_in(bounds: torch.Tensor, row_length: int) -> AbstractContextManager[None]:
     """While in this block, attention of a switched model follows the segments that start at
     ``bounds`` (``segment_bounds`` of a packed batch) in its flattened tokens."""
     # A model row bounds every segment, so the bound needs no read back from the device.
-    token = _SEGMENTS.set((bounds, row_length))
-    try:
-        yield
-    finally:
-        _SEGMENTS.reset(token)
+    return holding(_SEGMENTS, (bounds, row_length))
 
 
 def kernel_works(device: torch.device) -> bool:
@@ -115,19 +128,37 @@ def kernel_works(device: torch.device) -> bool:
     return bool((out.float() - expected).abs().max() <= 3e-2 * expected.abs().max())
 
 
+def kernel_refusal(model: Module) -> str | None:
+    """What of ``model``'s attention the kernel cannot compute, or None: a softcap of the
+    attention scores (a config key such as ``attn_logit_softcapping``, set), or sinks (an
+    attention module's ``sinks``)."""
+    config = getattr(model, "config", None)
+    capped = [
+        key
+        for key, value in (config.to_dict() if config is not None else {}).items()
+        if "softcap" in key and "attn" in key and value
+    ]
+    if capped:
+        return f"its attention scores are capped ({capped[0]})"
+    if any(name.rsplit(".", 1)[-1] == "sinks" for name, _ in model.named_parameters()):
+        return "its attention has sinks"
+    return None
+
+
 def switch_to_varlen(model: PreTrainedModel) -> bool:
     """Switch a model on transformers' SDPA to the function here, where this PyTorch has the
-    kernel and the model dispatches attention through ``AttentionInterface``."""
-    if kernel() is None or model.config._attn_implementation != "sdpa":
+    kernel, the model dispatches attention through ``AttentionInterface``, and the kernel
+    computes what its attention does (``kernel_refusal``, said in one line)."""
+    if kernel() is None or attention_implementation(model, _WHAT) != "sdpa":
         return False
-    if not getattr(model, "_supports_attention_backend", False):
+    if not dispatches_attention(model, _WHAT):
         return False
-    AttentionInterface.register(VARLEN, varlen_attention)
-    AttentionMaskInterface.register(VARLEN, sdpa_mask)
-    model.set_attn_implementation(VARLEN)
-    return model.config._attn_implementation == VARLEN
-
-
-def switch_back(model: PreTrainedModel) -> None:
-    if model.config._attn_implementation == VARLEN:
-        model.set_attn_implementation("sdpa")
+    if refusal := kernel_refusal(model):
+        rank_zero_info(
+            f"Packed batches keep SDPA's mask, not the variable-length kernel: {refusal}"
+        )
+        return False
+    sdpa = attention_function("sdpa", _WHAT)
+    if sdpa is None:
+        return False
+    return switch_attention(model, VARLEN, partial(varlen_attention, sdpa=sdpa), what=_WHAT)

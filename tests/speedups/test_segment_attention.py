@@ -4,8 +4,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_matmul_precision import PrecisionAtAttention
-from test_packed_forward import (
+from packed_rows import (
     MASK_SERVED,
     TINY,
     assert_same,
@@ -14,14 +13,15 @@ from test_packed_forward import (
     rows,
     tiny_model,
 )
+from test_matmul_precision import PrecisionAtAttention
 from transformers import PreTrainedModel
 
 from seqcls.data.packing import SEGMENT_ROWS, SEGMENT_STARTS, pack, segment_lengths
-from seqcls.model import segment_attention
-from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
-from seqcls.model.matmul_precision import MatmulPrecision, keep_attention_in_mkl
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.segment_attention import ATTENTION_GROUPS, plan_segments, switch_back
+from seqcls.speedups import segment_attention
+from seqcls.speedups.cpu_dropout import CPU_DROPOUT_ATTENTION, use_cpu_dropout
+from seqcls.speedups.matmul_precision import MatmulPrecision, keep_attention_in_mkl
+from seqcls.speedups.segment_attention import ATTENTION_GROUPS, plan_segments, switch_back
 
 
 def one_row(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -95,21 +95,19 @@ def spy_on_group_attention(
     return calls
 
 
-@pytest.mark.parametrize("at_once", [True, False])
-def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch, at_once: bool) -> None:
+def test_every_layer_attends_group_by_group(monkeypatch: pytest.MonkeyPatch) -> None:
     _model, forward = switched("bert")
     features = rows(count=9)
     lengths = [len(f["input_ids"]) for f in features]
     calls = spy_on_group_attention(monkeypatch, forward)
-    monkeypatch.setattr(segment_attention, "SHORT_SEGMENTS_AT_ONCE", at_once)
     forward(one_row(features))
     groups = len(plan_segments(*first_positions(one_row(features)), lengths, (1, 99)).groups)
     assert 1 < groups <= segment_attention.ATTENTION_GROUPS
     # Short segments without dropout: explicit products, never SDPA's kernel; every group of a
-    # layer in one step, or (as before) each by its own operators.
+    # layer in one step.
     assert calls["inner"] == []
-    assert calls["explicit" if at_once else "at once"] == []
-    shapes = calls["at once" if at_once else "explicit"]
+    assert calls["explicit"] == []
+    shapes = calls["at once"]
     assert len(shapes) == TINY["num_hidden_layers"] * groups
     # Each group is its segments, padded to its own longest: never the row's whole square.
     assert sum(shape[0] for shape in shapes) == TINY["num_hidden_layers"] * len(features)

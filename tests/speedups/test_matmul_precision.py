@@ -10,8 +10,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from seqcls.classifier_cli import make_cli
-from seqcls.model import matmul_precision
-from seqcls.model.matmul_precision import (
+from seqcls.speedups import matmul_precision
+from seqcls.speedups.matmul_precision import (
     MatmulPrecision,
     attention_in_mkl,
     batched_product,

@@ -1,16 +1,16 @@
-"""Every short group of a layer attended in one autograd step: what group by group gives."""
+"""Every short group of a layer attended in one autograd step: what torch's operators give."""
 
 from typing import Any
 
 import pytest
 import torch
-from test_packed_forward import MASK_SERVED, TINY, logits_loss_gradients, rows
+from packed_rows import MASK_SERVED, TINY, logits_loss_gradients, rows
 from test_segment_attention import first_positions, one_row, switched
 
 from seqcls.data.packing import pack, segment_lengths
-from seqcls.model import segment_attention
-from seqcls.model.segment_attention import plan_segments
-from seqcls.model.segment_products import head_layout
+from seqcls.speedups import segment_attention
+from seqcls.speedups.segment_attention import plan_segments
+from seqcls.speedups.segment_products import HeadLayout, head_layout
 
 LAYOUTS = ["one row", "one row rounded up", "rows of 24"]
 
@@ -27,27 +27,50 @@ def batch_in(layout: str, count: int = 11) -> dict[str, torch.Tensor]:
     }[layout]()
 
 
+def by_torch_operators(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layout: HeadLayout,
+    *,
+    scale: float,
+) -> torch.Tensor:
+    """``attend_short_segments`` by torch's operators, group by group, and autograd's backward:
+    the same gathers, products and softmax."""
+    batch, heads, length, size = query.shape
+    gathered = [
+        states.transpose(1, 2).reshape(-1, size).index_select(0, layout.gather)
+        for states in (query, key, value)
+    ]
+    parts = zip(*(layout.groups(states) for states in gathered), layout.biases, strict=True)
+    outputs = [
+        torch.bmm(torch.baddbmm(bias, q, k.transpose(1, 2), alpha=scale).softmax(-1), v)
+        for q, k, v, bias in parts
+    ]
+    out = torch.cat([output.reshape(-1, size) for output in outputs])
+    return out.index_select(0, layout.scatter).view(batch, length, heads, size)
+
+
 @pytest.mark.parametrize("model_type", MASK_SERVED)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_at_once_gives_the_logits_loss_and_gradients_of_group_by_group(
+def test_at_once_gives_the_logits_loss_and_gradients_of_torchs_operators(
     model_type: str, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model, forward = switched(model_type)  # in eval mode: no dropout, gradients all the same
     batch = batch_in(layout)
     calls = []
-    at_once_attention = segment_attention.attend_short_segments
-
-    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
-        calls.append(1)
-        return at_once_attention(*args, **kwargs)
-
-    monkeypatch.setattr(segment_attention, "attend_short_segments", counted)
+    ways = {True: segment_attention.attend_short_segments, False: by_torch_operators}
     results = {}
-    for at_once in (True, False):
-        monkeypatch.setattr(segment_attention, "SHORT_SEGMENTS_AT_ONCE", at_once)
+    for at_once, attend in ways.items():
+
+        def counted(*args: Any, attend: Any = attend, **kwargs: Any) -> torch.Tensor:
+            calls.append(1)
+            return attend(*args, **kwargs)
+
+        monkeypatch.setattr(segment_attention, "attend_short_segments", counted)
         calls.clear()
         results[at_once] = logits_loss_gradients(model, lambda: forward(batch))
-        assert len(calls) == (TINY["num_hidden_layers"] if at_once else 0)
+        assert len(calls) == TINY["num_hidden_layers"]
     (logits, loss, grads), (their_logits, their_loss, their_grads) = results[True], results[False]
     # The same operators on the same numbers: equal to float rounding (on the CPUs measured,
     # to the last bit). A padded slot or a trailing token that leaked a gradient fails this

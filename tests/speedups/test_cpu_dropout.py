@@ -6,23 +6,23 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from packed_rows import LABEL_NAMES, SERVED, padded, rows, tiny_model
 from pytorch_lightning.accelerators import CPUAccelerator
 from test_matmul_precision import PrecisionAtAttention
-from test_packed_forward import LABEL_NAMES, SERVED, padded, rows, tiny_model
 from torch.nn import Dropout
 from transformers import PreTrainedModel
 
 from seqcls.mlm.model import MaskedLanguageModel
 from seqcls.model.classifier import SequenceClassifier
-from seqcls.model.cpu_dropout import (
+from seqcls.model.pretrained import enable_gradient_checkpointing
+from seqcls.speedups.cpu_dropout import (
     CPU_DROPOUT_ATTENTION,
     CPUDropout,
     attention_with_dropout,
     keep_mask,
     use_cpu_dropout,
 )
-from seqcls.model.matmul_precision import MKL_ATTENTION, MatmulPrecision
-from seqcls.model.pretrained import enable_gradient_checkpointing
+from seqcls.speedups.matmul_precision import MKL_ATTENTION, MatmulPrecision
 
 ARCHITECTURES = sorted(SERVED)
 

@@ -18,15 +18,17 @@ Only the CPU is served: a CUDA or XLA device draws its masks with its own fast g
 """
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 from torch.nn import Dropout, Module
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel
 
-from seqcls.model.matmul_precision import MKL_ATTENTION, batched_product, sdpa_in_mkl
+from seqcls.speedups.matmul_precision import MKL_ATTENTION, batched_product, sdpa_in_mkl
+from seqcls.speedups.transformers_hooks import attention_implementation, switch_attention
 
 CPU_DROPOUT_ATTENTION = "seqcls_cpu_dropout_sdpa"
 _INT32_RANGE = 2**32
@@ -87,11 +89,13 @@ def _cpu_dropout_attention(
     attention_mask: torch.Tensor | None,
     dropout: float = 0.0,
     scaling: float | None = None,
+    *,
+    inner: Callable[..., Any],
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention signature. Training with attention dropout on CPU, in an
-    encoder's plain attention: ``attention_with_dropout``; anything else: SDPA itself, its
-    products in MKL (``sdpa_in_mkl``)."""
+    encoder's plain attention: ``attention_with_dropout``; anything else: ``inner``, SDPA
+    itself with its products in MKL (``sdpa_in_mkl``)."""
     plain = (
         query.shape[1] == key.shape[1]
         and not kwargs.get("is_causal", getattr(module, "is_causal", False))
@@ -99,13 +103,9 @@ def _cpu_dropout_attention(
     )
     if dropout > 0.0 and query.device.type == "cpu" and plain:
         return attention_with_dropout(query, key, value, attention_mask, dropout, scaling), None
-    return sdpa_in_mkl(
+    return inner(
         module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
     )
-
-
-AttentionInterface.register(CPU_DROPOUT_ATTENTION, _cpu_dropout_attention)
-AttentionMaskInterface.register(CPU_DROPOUT_ATTENTION, sdpa_mask)
 
 
 def use_cpu_dropout(model: PreTrainedModel) -> int:
@@ -117,6 +117,9 @@ def use_cpu_dropout(model: PreTrainedModel) -> int:
             # The same module, so hooks and references to it hold; a Dropout has no state.
             module.__class__ = CPUDropout
             switched += 1
-    if getattr(model.config, "_attn_implementation", None) in ("sdpa", MKL_ATTENTION):
-        model.set_attn_implementation(CPU_DROPOUT_ATTENTION)
+    what = "attention dropout's masks on CPU"
+    inner = sdpa_in_mkl()
+    if attention_implementation(model, what) in ("sdpa", MKL_ATTENTION) and inner is not None:
+        attend = partial(_cpu_dropout_attention, inner=inner)
+        switch_attention(model, CPU_DROPOUT_ATTENTION, attend, what=what)
     return switched

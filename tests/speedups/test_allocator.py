@@ -3,19 +3,20 @@ training step's gradients are, cost no new page faults, where glibc's defaults f
 page in again."""
 
 import json
+import os
 import platform
 import subprocess
 import sys
 
 import pytest
 
-from seqcls.allocator import keep_freed_memory, user_tuned_malloc
+from seqcls.speedups.allocator import keep_freed_memory, user_tuned_malloc
 
 STEPS = 20
 PAGES = 47 * 2**20 // 4096  # of the larger buffer
 PROBE = """
 import json, resource, sys, torch
-from seqcls.allocator import keep_freed_memory
+from seqcls.speedups.allocator import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else False
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(int(sys.argv[2])):
@@ -28,7 +29,8 @@ print(json.dumps({"kept": kept, "faults": faults}))
 
 
 def probe(mode: str) -> dict:
-    env = {"PATH": "/usr/bin:/bin"}  # no GLIBC_TUNABLES or MALLOC_ from the caller
+    # No GLIBC_TUNABLES or MALLOC_ from the caller; the same seqcls as this process's.
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run(
         [sys.executable, "-c", PROBE, mode, str(STEPS)],
         capture_output=True,

@@ -22,7 +22,7 @@ layout chosen so that nothing is copied but the gathers:
 
 The products, the softmax and its backward are torch's own operators on the same numbers in
 the same order as the operator-by-operator version: on the CPU measured, logits and gradients
-came out the same to the last bit (``tests/model/test_segment_products.py`` holds them to
+came out the same to the last bit (``tests/speedups/test_segment_products.py`` holds them to
 1e-6). The profiler's events a training step fell from about 9,000 to 6,600.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqcls.model.matmul_precision import products_in_mkl
+from seqcls.speedups.matmul_precision import products_in_mkl
 
 
 @dataclass(frozen=True)

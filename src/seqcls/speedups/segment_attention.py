@@ -23,8 +23,8 @@ registered here around the one it had. While a packed batch runs (``attending_by
 attends by segments; at any other time it is the model's own function, unchanged.
 """
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,23 +33,31 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.nn import Module
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import PreTrainedModel
 
+from seqcls.context_values import holding
 from seqcls.data.sub_batches import split_by_length
-from seqcls.model.cpu_dropout import CPU_DROPOUT_ATTENTION
-from seqcls.model.matmul_precision import MKL_ATTENTION, attention_in_mkl
-from seqcls.model.segment_products import (
+from seqcls.speedups.cpu_dropout import CPU_DROPOUT_ATTENTION
+from seqcls.speedups.matmul_precision import MKL_ATTENTION, attention_in_mkl
+from seqcls.speedups.segment_products import (
     HeadLayout,
     attend_short_segments,
     head_layout,
     key_bias,
+)
+from seqcls.speedups.transformers_hooks import (
+    attention_function,
+    attention_implementation,
+    dispatches_attention,
+    set_attention,
+    switch_attention,
 )
 
 # 2 and 4 groups were level on SST-2 sentences and on MRPC pairs; 1 group (every segment
 # padded to the batch's longest) was about 10% slower a training step (docs/benchmarks.md).
 ATTENTION_GROUPS = 4
 _PREFIX = "seqcls_segments_"
+_WHAT = "packed batches' attention by segments on a CPU"
 # The attention functions wrapped: transformers' SDPA, the same with its products kept in MKL,
 # and seqcls's fast-dropout one.
 _WRAPPED = ("sdpa", MKL_ATTENTION, CPU_DROPOUT_ATTENTION)
@@ -58,10 +66,6 @@ _WRAPPED = ("sdpa", MKL_ATTENTION, CPU_DROPOUT_ATTENTION)
 # 0.40 ms against 0.16 ms to score; the two were level at 128 tokens and SDPA's kernel won from
 # 256 on, where the explicit square also grows large (torch 2.13, Zen 3, docs/benchmarks.md).
 EXPLICIT_ATTENTION_MAX_LENGTH = 128
-# Whether a layer whose groups all attend by explicit products takes them in one autograd step
-# (``segment_products.py``), or group by group with torch's operators, as before: the same
-# numbers, 3 to 5% slower a training step (docs/benchmarks.md); kept for that comparison.
-SHORT_SEGMENTS_AT_ONCE = True
 # Attention arguments that only the model's own function serves.
 _OWN_FUNCTION_ONLY = ("position_bias", "softcap", "cache", "sinks", "s_aux")
 
@@ -130,14 +134,9 @@ def plan_segments(
     return SegmentPlan(gather, scatter, tuple(plan_groups))
 
 
-@contextmanager
-def attending_by(plan: SegmentPlan) -> Iterator[None]:
+def attending_by(plan: SegmentPlan) -> AbstractContextManager[None]:
     """While in this block, attention of a switched model follows ``plan``'s segments."""
-    token = _PLAN.set(plan)
-    try:
-        yield
-    finally:
-        _PLAN.reset(token)
+    return holding(_PLAN, plan)
 
 
 def _explicit_attention(
@@ -198,7 +197,7 @@ def _segment_attention(
         return inner(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     explicit = _explicit_serves(query, key, dropout, kwargs)
     short = all(longest <= EXPLICIT_ATTENTION_MAX_LENGTH for _, longest, _ in plan.groups)
-    if explicit and short and SHORT_SEGMENTS_AT_ONCE:
+    if explicit and short:
         scale = query.shape[-1] ** -0.5 if scaling is None else scaling
         return attend_short_segments(query, key, value, plan.layout(query), scale=scale), None
     rows, heads, length, size = query.shape
@@ -230,18 +229,17 @@ def _segment_attention(
 def switch_to_segments(model: PreTrainedModel) -> bool:
     """Wrap the attention of a model on SDPA (or seqcls's fast-dropout SDPA) so that packed
     batches attend by segments; whether the model's attention is now the wrapped one."""
-    current = model.config._attn_implementation
-    if current not in _WRAPPED or not getattr(model, "_supports_attention_backend", False):
+    current = attention_implementation(model, _WHAT)
+    if current not in _WRAPPED or not dispatches_attention(model, _WHAT):
         return False
-    name = _PREFIX + current
-    inner = AttentionInterface._global_mapping[current]
-    AttentionInterface.register(name, partial(_segment_attention, inner=inner))
-    AttentionMaskInterface.register(name, sdpa_mask)
-    model.set_attn_implementation(name)
-    return model.config._attn_implementation == name
+    inner = attention_function(current, _WHAT)
+    if inner is None:
+        return False
+    attend = partial(_segment_attention, inner=inner)
+    return switch_attention(model, _PREFIX + current, attend, what=_WHAT)
 
 
 def switch_back(model: PreTrainedModel) -> None:
-    current = model.config._attn_implementation
-    if current.startswith(_PREFIX):
-        model.set_attn_implementation(current.removeprefix(_PREFIX))
+    current = attention_implementation(model, _WHAT)
+    if current is not None and current.startswith(_PREFIX):
+        set_attention(model, current.removeprefix(_PREFIX), _WHAT)
