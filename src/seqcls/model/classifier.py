@@ -1,11 +1,9 @@
 """SequenceClassifier: any AutoModelForSequenceClassification as a LightningModule."""
 
-from typing import Any, cast
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.nn import ModuleList
-from torchmetrics import MetricCollection
 
 from seqcls.data.columns import INDEX
 from seqcls.data.labels import LabelSpace, ProblemType
@@ -15,22 +13,26 @@ from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
-from seqcls.model.calibration import Calibration, calibrated_scores
-from seqcls.model.label_layer import load_classifier
-from seqcls.model.layers import reinitialise_top_layers, resolve_reinit_layers
-from seqcls.model.loss import ClassWeights, balanced_weights, check_loss_options, training_loss
-from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
-from seqcls.model.metrics import WeightedMean, build_metrics
-from seqcls.model.optimization import adamw_with_warmup, peak_learning_rates
+from seqcls.model.calibration import Calibration
+from seqcls.model.evaluation_steps import EvaluationSteps
+from seqcls.model.loss import (
+    ClassWeights,
+    balanced_weights,
+    check_loss_options,
+    listed_weights,
+    training_loss,
+)
+from seqcls.model.mean_pooling import Pooling
+from seqcls.model.network import build_network
+from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.packed_forward import PackedForward
-from seqcls.model.pair_encoding import PairEncoding, forward_pairs, set_up_pair_encoding
+from seqcls.model.pair_encoding import PairEncoding, forward_pairs
 from seqcls.model.rdrop import rdrop_loss
-from seqcls.model.scored_rows import ScoredRows, report_rows, score_rows, update_metrics
 from seqcls.speedups.device_setup import set_up_for_device
 from seqcls.speedups.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 
 
-class SequenceClassifier(pl.LightningModule):
+class SequenceClassifier(EvaluationSteps):
     def __init__(
         self,
         model_name_or_path: str,
@@ -168,70 +170,35 @@ class SequenceClassifier(pl.LightningModule):
         )
         self.class_weights, self.label_smoothing = class_weights, label_smoothing
         self.rdrop_alpha = rdrop_alpha
-        weights = (
-            torch.tensor(class_weights, dtype=torch.float)
-            if isinstance(class_weights, list)
-            else None
-        )
         # Not saved: a list comes back from the hyper-parameters, auto from the data at fit.
-        self.register_buffer("class_weight", weights, persistent=False)
+        self.register_buffer("class_weight", listed_weights(class_weights), persistent=False)
         self.window_pooling = window_pooling
         # What predict applies on top of the logits: set after fit, or read from the run's
         # exported model (see run/report/evaluation_report.py); none until then.
         self.calibration: Calibration | None = None
-        if dropout is None and not rdrop_alpha:
-            dropout = 0.0
-            self.hparams["dropout"] = dropout  # what trained, for the checkpoint and model card
-        self.model, plan = load_classifier(
+        network = build_network(
             model_name_or_path,
             self.labels,
-            gradient_checkpointing=gradient_checkpointing,
             dropout=dropout,
+            rdrop=bool(rdrop_alpha),
+            gradient_checkpointing=gradient_checkpointing,
+            reinit_layers=reinit_layers,
+            learning_rate=learning_rate,
+            head_learning_rate=head_learning_rate,
+            pooling=pooling,
+            last_layer_first_token_only=last_layer_first_token_only,
+            pair_encoding=pair_encoding,
         )
+        self.model, self.pairs = network.model, network.pairs
         # "new": an untrained label layer, which only a fit or a checkpoint makes useful.
-        self.label_layer_source = plan.source
-        # Resolved once, here: whether the head reads the first token decides the default
-        # below. Pairs read apart take their pooling from set_up_pair_encoding.
-        head_pooling = (
-            resolve_pooling(self.model, model_name_or_path, pooling)
-            if pair_encoding != "separate"
-            else None
-        )
-        reinit_layers = resolve_reinit_layers(
-            self.model,
-            reinit_layers,
-            fresh_head=not plan.checkpoint_head,
-            first_token_head=head_pooling == "first_token",
-        )
-        self.hparams["reinit_layers"] = reinit_layers  # what trained
-        reinitialise_top_layers(self.model, reinit_layers)
-        rates = peak_learning_rates(problem_type, learning_rate, head_learning_rate, reinit_layers)
-        self.hparams.update(rates._asdict())  # what trained, as for dropout
-        self.learning_rate = rates.learning_rate
-        self.pairs = set_up_pair_encoding(
-            self.model, model_name_or_path, pair_encoding, pooling, last_layer_first_token_only
-        )
-        if self.pairs is not None:
-            self.hparams["pooling"] = self.pairs.pooling
-            self.label_layer_source = self.pairs.head_source
-        else:
-            self.hparams["pooling"] = set_up_head_input(
-                self.model, model_name_or_path, head_pooling, last_layer_first_token_only
-            )
+        self.label_layer_source = network.head_source
+        self.hparams.update(network.resolved)  # what trained, for the checkpoint and model card
+        self.learning_rate = self.hparams["learning_rate"]
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
         if self.pairs is not None:
             self.packed_forward.run_unpacked()  # the data module packs no pairs
-        names = metric_names(metrics, problem_type)
-        self.val_metrics = ModuleList(
-            build_metrics(names, self.labels, threshold=threshold, prefix=f"{prefix}/")
-            for prefix in validation_names or ["val"]
-        )
-        self.test_metrics = build_metrics(names, self.labels, threshold=threshold, prefix="test/")
-        # Weighted by rows and synced as sums: exact under DDP, where ranks may hold different
-        # numbers of rows (Lightning's own mean of logged values is not).
-        self.val_losses = ModuleList(WeightedMean() for _ in self.val_metrics)
-        self.test_loss = WeightedMean()
+        self.set_up_metrics(metric_names(metrics, problem_type), validation_names or ["val"])
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self.class_weights == "auto":
@@ -255,22 +222,18 @@ class SequenceClassifier(pl.LightningModule):
         # torch's matmul precision for this run's CPU products, put back however it ends.
         return [MatmulPrecision(self.hparams["cpu_matmul_precision"])]
 
+    # What the data module asks before it packs (``model/packed_forward.py``).
     @property
     def takes_packed_batches(self) -> bool:
-        """Whether packed batches run packed (else unpacked: the same results, no speed-up)."""
         return self.packed_forward.served
 
     @property
     def packs_with_kernel(self) -> bool:
-        """Whether packed batches' attention follows their segments (``varlen_attention.py``):
-        a CUDA device with the kernel, in half precision, where the kernel applies."""
         precision = str(self.trainer.precision) if self._trainer is not None else ""
-        return self.packed_forward.varlen and precision.startswith(("bf16", "16"))
+        return self.packed_forward.with_kernel(precision)
 
     @property
     def packs_in_one_row(self) -> bool:
-        """Whether a packed batch can be one model row: on a CPU, where attention follows
-        the segments (``segment_attention.py``)."""
         return self.packed_forward.segments
 
     def forward(self, batch: Batch) -> Any:
@@ -294,51 +257,6 @@ class SequenceClassifier(pl.LightningModule):
         in_progress_bar = not is_xla(self.trainer)
         self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=rows)
         return loss
-
-    def validation_step(
-        self, batch: BatchOrPieces, batch_idx: int, dataloader_idx: int = 0
-    ) -> dict[str, torch.Tensor]:
-        metrics = cast(MetricCollection, self.val_metrics[dataloader_idx])
-        return self._evaluate(batch, metrics, cast(WeightedMean, self.val_losses[dataloader_idx]))
-
-    def test_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._evaluate(batch, self.test_metrics, self.test_loss)
-
-    def predict_step(self, batch: BatchOrPieces, batch_idx: int) -> dict[str, torch.Tensor]:
-        scored = self._score_rows(batch)
-        return {
-            INDEX: torch.cat([rows.index for rows in scored]),
-            "scores": torch.cat([self.scores(rows.logits) for rows in scored]),
-        }
-
-    def scores(self, logits: torch.Tensor) -> torch.Tensor:
-        """Class probabilities, per-label probabilities (multi-label), or the predicted value."""
-        return calibrated_scores(logits, self.labels.problem_type, self.calibration)
-
-    @property
-    def temperature(self) -> float:
-        """Single-label: what the logits are divided by before the softmax."""
-        return self.calibration.temperature if self.calibration else 1.0
-
-    def decision_thresholds(self) -> list[float]:
-        """Multi-label: the probability each label needs to be predicted."""
-        tuned = self.calibration.thresholds if self.calibration else None
-        return list(tuned) if tuned else [self.threshold] * self.labels.num_outputs
-
-    def _evaluate(
-        self, batch: BatchOrPieces, metrics: MetricCollection, loss: WeightedMean
-    ) -> dict[str, torch.Tensor]:
-        """Update the metrics; return each row's index, logits and target for the report."""
-        scored = self._score_rows(batch)
-        rows = update_metrics(scored, self.scores, self.labels.problem_type, metrics, loss)
-        prefix = metrics.prefix or ""
-        log_options: dict[str, Any] = {"batch_size": rows, "add_dataloader_idx": False}
-        self.log(f"{prefix}loss", loss, **log_options)
-        self.log_dict(metrics, prog_bar=True, **log_options)
-        return report_rows(scored)
-
-    def _score_rows(self, batch: BatchOrPieces) -> list[ScoredRows]:
-        return score_rows(self, batch, self.window_pooling, self.model.config)
 
     def configure_optimizers(self) -> Any:
         options = self.hparams

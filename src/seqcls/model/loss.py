@@ -46,6 +46,14 @@ def check_loss_options(
             raise ConfigurationError(f"--model.class_weights {class_weights}: give weights above 0")
 
 
+def listed_weights(class_weights: ClassWeights) -> torch.Tensor | None:
+    """The class weights given one per label, as a tensor; else None (``auto`` is set from
+    the training rows at fit, ``balanced_weights``)."""
+    if not isinstance(class_weights, list):
+        return None
+    return torch.tensor(class_weights, dtype=torch.float)
+
+
 def balanced_weights(counts: Sequence[int]) -> torch.Tensor:
     """``rows / (labels * rows of the label)`` per label: each label then weighs as much in
     the loss as if the labels were equally frequent (scikit-learn's "balanced"). A label no
