@@ -225,16 +225,26 @@ def test_a_refused_model_keeps_sdpa_and_says_why_once(
     ]
 
 
-@pytest.mark.parametrize("argument", ["softcap", "sinks", "s_aux"])
-def test_a_call_with_what_the_kernel_ignores_runs_sdpa(
-    reference: ReferenceKernel, argument: str
-) -> None:
+def varlen_call(**extra: Any) -> None:
+    """One call of the switched model's attention function on a packed row of one segment."""
     model, _ = switched("bert")
     attention = model.bert.encoder.layer[0].attention.self
     query, key, value = (torch.randn(1, 4, 6, 8) for _ in range(3))
     attend = AttentionInterface._global_mapping[VARLEN]
     with varlen_attention.segments_in(torch.tensor([0, 6], dtype=torch.int32), 6):
-        attend(attention, query, key, value, None, **{argument: torch.ones(4)})
-        assert reference.calls == 0
-        attend(attention, query, key, value, None)
+        attend(attention, query, key, value, None, **extra)
+
+
+@pytest.mark.parametrize("argument", ["sinks", "s_aux"])
+def test_a_call_with_sinks_runs_sdpa(reference: ReferenceKernel, argument: str) -> None:
+    varlen_call(**{argument: torch.ones(4)})
+    assert reference.calls == 0
+    varlen_call()
     assert reference.calls == 1
+
+
+def test_a_call_with_a_softcap_runs_sdpa_which_refuses_it(reference: ReferenceKernel) -> None:
+    # What the model's own SDPA does with a softcap, never the kernel ignoring it.
+    with pytest.raises(ValueError, match="softcap"):
+        varlen_call(softcap=30.0)
+    assert reference.calls == 0

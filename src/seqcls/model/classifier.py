@@ -32,7 +32,7 @@ from seqcls.speedups.device_setup import set_up_for_device
 from seqcls.speedups.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 
 
-class SequenceClassifier(EvaluationSteps):
+class SequenceClassifier(EvaluationSteps, pl.LightningModule):
     def __init__(
         self,
         model_name_or_path: str,

@@ -6,9 +6,9 @@ each row's index, logits and target for the report; prediction returns each row'
 scores, calibrated where a calibration was fitted or read (``calibration.py``).
 """
 
+from collections.abc import Callable
 from typing import Any, cast
 
-import pytorch_lightning as pl
 import torch
 from torch.nn import ModuleList
 from torchmetrics import MetricCollection
@@ -23,8 +23,9 @@ from seqcls.model.metrics import WeightedMean, build_metrics
 from seqcls.model.scored_rows import ScoredRows, report_rows, score_rows, update_metrics
 
 
-class EvaluationSteps(pl.LightningModule):
-    """The evaluation side of ``SequenceClassifier`` (``classifier.py``), which sets these."""
+class EvaluationSteps:
+    """The evaluation side of ``SequenceClassifier`` (``classifier.py``), a LightningModule
+    that sets these."""
 
     labels: LabelSpace
     model: PreTrainedModel
@@ -35,6 +36,8 @@ class EvaluationSteps(pl.LightningModule):
     val_losses: ModuleList  # of WeightedMean, the same
     test_metrics: MetricCollection
     test_loss: WeightedMean
+    log: Callable[..., None]
+    log_dict: Callable[..., None]
 
     def set_up_metrics(self, names: list[str], validation_names: list[str]) -> None:
         """The metrics ``names``, for each validation set and for test, each with its loss."""
@@ -93,4 +96,6 @@ class EvaluationSteps(pl.LightningModule):
         return report_rows(scored)
 
     def _score_rows(self, batch: BatchOrPieces) -> list[ScoredRows]:
-        return score_rows(self, batch, self.window_pooling, self.model.config)
+        # The module itself, so that its forward runs through nn.Module.__call__ and its hooks.
+        scored_by = cast(Callable[..., Any], self)
+        return score_rows(scored_by, batch, self.window_pooling, self.model.config)

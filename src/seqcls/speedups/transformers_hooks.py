@@ -56,6 +56,8 @@ def attention_function(name: str, what: str) -> Callable[..., Any] | None:
     """The attention function registered under ``name`` (``sdpa``: transformers' own SDPA),
     or None, said once, where the registry cannot be read or lacks it."""
     registry = _lookup(ATTENTION_REGISTRY, what)
+    if registry is None:
+        return None
     functions = getattr(registry, FUNCTIONS, None)
     if not isinstance(functions, dict):
         _missing(f"AttentionInterface.{FUNCTIONS}", what)
