@@ -3,8 +3,9 @@
 The kernel itself is PyTorch's and runs only on CUDA; here it is replaced by a reference
 that runs SDPA on each segment alone, so that what seqcls adds is checked on any machine:
 the switch of the model's attention, the segments' bounds over the flattened tokens, the
-layout in and out, and when the kernel is (not) used. The GPU check in
-``benchmarks/gpu_packing.py`` runs the real kernel.
+layout in and out, when the kernel is (not) used, and the families it refuses (an attention
+softcap, sinks). Where CUDA is, the last test runs the real kernel through the model; so does
+the GPU check in ``benchmarks/gpu_packing.py``.
 """
 
 import itertools
@@ -248,3 +249,24 @@ def test_a_call_with_a_softcap_runs_sdpa_which_refuses_it(reference: ReferenceKe
     with pytest.raises(ValueError, match="softcap"):
         varlen_call(softcap=30.0)
     assert reference.calls == 0
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or varlen_attention.kernel() is None,
+    reason="the real kernel needs a CUDA device and a PyTorch that has it",
+)
+@pytest.mark.parametrize("model_type", MASK_SERVED)
+def test_the_real_kernel_through_the_model_gives_the_padded_batchs_logits(model_type: str) -> None:
+    device = torch.device("cuda")
+    model = tiny_model(model_type).to(device)
+    forward = PackedForward(model)
+    assert forward.use_varlen(device)
+    features = rows(token_types=model_type in ("bert", "electra"))
+    batch = pack(features, 24, TINY["pad_token_id"])
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        packed = forward({key: value.to(device) for key, value in batch.items()}).logits
+        model.set_attn_implementation("sdpa")
+        alone = model(**{key: value.to(device) for key, value in padded(features).items()}).logits
+    # bf16 rounding of two different kernels, as kernel_works allows.
+    scale = float(alone.float().abs().max())
+    assert float((packed.float() - alone.float()).abs().max()) <= 3e-2 * scale
