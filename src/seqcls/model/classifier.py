@@ -15,6 +15,7 @@ from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration
 from seqcls.model.evaluation_steps import EvaluationSteps
+from seqcls.model.lora import add_lora, hold_base_in_bf16
 from seqcls.model.loss import (
     ClassWeights,
     balanced_weights,
@@ -23,6 +24,7 @@ from seqcls.model.loss import (
     training_loss,
 )
 from seqcls.model.mean_pooling import Pooling
+from seqcls.model.memory import MemoryEstimate
 from seqcls.model.network import build_network
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.packed_forward import PackedForward
@@ -63,6 +65,10 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         last_layer_first_token_only: bool | None = None,
         window_pooling: WindowPooling | None = None,
         pair_encoding: PairEncoding | None = None,
+        lora_rank: int = 0,
+        lora_alpha: int = 16,
+        lora_dropout: float = 0.0,
+        lora_target_modules: list[str] | None = None,
     ) -> None:
         """A pretrained encoder with a fresh classification or regression head.
 
@@ -155,6 +161,13 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
             pair_encoding: Filled in from the data (``--data.pair_encoding``): ``separate``
                 encodes each text of a pair alone and compares the two (``pair_encoding.py``).
                 None: what the model was fine-tuned with, else joint.
+            lora_rank: Train rank-R LoRA adapters through peft instead of every weight: the
+                pretrained weights frozen (held in bf16 under ``bf16-mixed``), the head whole,
+                checkpoints of what trains only (``lora.py``, docs/models.md). 0: full fine-tuning.
+            lora_alpha: LoRA's scale numerator: an adapter's update is scaled by alpha / rank.
+            lora_dropout: Dropout on the adapters' input.
+            lora_target_modules: The layers that get adapters, by name (peft's matching). Unset:
+                every Linear layer inside the encoder's or decoder's blocks.
         """
         super().__init__()
         if not label_names:
@@ -182,7 +195,8 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
             dropout=dropout,
             rdrop=bool(rdrop_alpha),
             gradient_checkpointing=gradient_checkpointing,
-            reinit_layers=reinit_layers,
+            # Unset with LoRA: none, as frozen layers drawn afresh would stay random.
+            reinit_layers=0 if lora_rank and reinit_layers is None else reinit_layers,
             learning_rate=learning_rate,
             head_learning_rate=head_learning_rate,
             pooling=pooling,
@@ -194,6 +208,14 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         self.label_layer_source = network.head_source
         self.hparams.update(network.resolved)  # what trained, for the checkpoint and model card
         self.learning_rate = self.hparams["learning_rate"]
+        self.lora = add_lora(
+            self.model,
+            lora_rank,
+            lora_alpha,
+            lora_dropout,
+            lora_target_modules,
+            self.hparams["reinit_layers"],
+        )
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
         if self.pairs is not None:
@@ -217,10 +239,14 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
             pairs_apart=self.pairs is not None,
             learning_rates=[rate for rate in rates if rate is not None],
         )
+        # After the device's checks, which run the model outside autocast.
+        if self.lora is not None and str(self.trainer.precision).startswith("bf16"):
+            hold_base_in_bf16(self.model)  # frozen: no update for bf16 to round away
 
     def configure_callbacks(self) -> list[pl.Callback]:
-        # torch's matmul precision for this run's CPU products, put back however it ends.
-        return [MatmulPrecision(self.hparams["cpu_matmul_precision"])]
+        # torch's matmul precision for this run's CPU products, put back however it ends;
+        # what each training mode would need in memory, logged as the fit starts.
+        return [MatmulPrecision(self.hparams["cpu_matmul_precision"]), MemoryEstimate()]
 
     # What the data module asks before it packs (``model/packed_forward.py``).
     @property

@@ -16,6 +16,7 @@ from pytorch_lightning.callbacks import LearningRateMonitor, ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser
 
 from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
+from seqcls.run.checkpoints.adapters import AdapterCheckpoints
 from seqcls.run.checkpoints.random_state import RandomState
 from seqcls.run.checkpoints.resume import StartPoint
 from seqcls.run.checkpoints.saving import LastCheckpoint
@@ -57,6 +58,7 @@ def run_callbacks(
         PredictionWriter(),
         StopOnNonFiniteLoss(),
         RandomState(),
+        AdapterCheckpoints(),  # a LoRA fit's checkpoints: what trains only
         ValidateFinalWeights(),
         EndEvaluationGraphs(),
     ]

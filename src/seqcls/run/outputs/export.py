@@ -14,6 +14,7 @@ from transformers.initialization import no_init_weights
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
 from seqcls.model.calibration import Calibration, save_into
+from seqcls.model.lora import Lora, export_lora
 from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
 from seqcls.run.checkpoints.saving import best_checkpoint
 from seqcls.run.checkpoints.zero import gather_weights, is_zero_checkpoint
@@ -23,7 +24,12 @@ _PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``mode
 
 
 def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
-    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``.
+    """Copy the Hugging Face model's weights in a seqcls checkpoint into ``into``."""
+    into.load_state_dict(hf_weights(checkpoint_path))
+
+
+def hf_weights(checkpoint_path: str) -> dict[str, torch.Tensor]:
+    """The Hugging Face model's weights in a seqcls checkpoint, by their names in that model.
 
     The checkpoint is a file, or a DeepSpeed ZeRO folder whose fp32 weights are gathered first.
     """
@@ -34,12 +40,11 @@ def load_hf_weights(checkpoint_path: str, into: PreTrainedModel) -> None:
         # mmap: only the weights are read from disk, not the optimizer's state (twice their
         # size with AdamW).
         checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
-        state = {
+        return {
             key.removeprefix(_PREFIX): value
             for key, value in checkpoint["state_dict"].items()
             if key.startswith(_PREFIX)
         }
-        into.load_state_dict(state)
 
 
 def export_model(
@@ -50,6 +55,7 @@ def export_model(
     checkpoint_path: str | None = None,
     calibration: Calibration | None = None,
     carried_weights: Mapping[str, torch.Tensor] | None = None,
+    lora: Lora | None = None,
 ) -> Path:
     """Save ``model``, or it with the weights from ``checkpoint_path``, and the tokenizer.
 
@@ -57,8 +63,17 @@ def export_model(
     and the ``calibration`` fitted after training (see model/calibration.py).
     ``carried_weights`` are saved besides the model's own: weights of the starting checkpoint
     that the model does not hold, such as the pooler a masked LM leaves out.
+    With ``lora``, ``out_dir`` holds the merged model, and ``out_dir/adapter`` the adapter.
     """
-    if checkpoint_path:
+    if lora is not None:
+        # A checkpoint holds only what trained (run/adapter_checkpoints.py).
+        trained = (
+            hf_weights(checkpoint_path)
+            if checkpoint_path
+            else {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+        )
+        model = export_lora(lora, trained, out_dir)
+    elif checkpoint_path:
         # A fresh model of the same architecture, not a copy of the trained module: under
         # FSDP or DeepSpeed that module holds flattened or partitioned parameters, and the
         # checkpoint holds all the weights anyway.
@@ -111,6 +126,7 @@ class ExportBestModel(pl.Callback):
                 checkpoint_path=local_best or None,
                 calibration=getattr(pl_module, "calibration", None),
                 carried_weights=getattr(pl_module, "carried_weights", None),
+                lora=getattr(pl_module, "lora", None),
             )
             if remote:
                 upload_dir(out_dir, self.model_dir)
