@@ -3,6 +3,7 @@ and the merged export that scores as the fit did, with its adapter loadable by p
 
 import csv
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from peft import PeftModel
+from process_group import seqcls_bounded
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -170,3 +172,75 @@ def test_the_merged_model_needs_no_peft_and_the_adapter_loads_onto_the_base(
         scale = merged.config.to_dict()["seqcls_calibration"]["temperature"]
         expected = adapted(**inputs).logits / scale
         assert torch.allclose(merged(**inputs).logits, expected, atol=1e-5)
+
+
+def test_a_ddp_lora_fit_checkpoints_adapters_and_scores_exactly(
+    wide_bert: Path, tmp_path: Path
+) -> None:
+    """Two processes (gloo): the checkpoint holds what trains, and model/ validated in one
+    process gives the metrics the fit gathered from both."""
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = seqcls_bounded(
+        [
+            "fit", "--config", str(REPO / "configs/local.yaml"),
+            "--model.model_name_or_path", str(wide_bert), *LORA,
+            "--data.train_file", str(SAMPLE / "train.csv"),
+            "--data.validation_file", str(SAMPLE / "validation.csv"),
+            "--data.max_train_samples", "32", "--data.batch_size", "8",
+            "--data.cache_dir", str(tmp_path / "cache"),
+            "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(run),
+            "--trainer.devices", "2", "--trainer.strategy", "ddp",
+            "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        ],
+        timeout_s=420, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "Effective batch size 16 = 8 per device x 2 device(s)" in done.stdout
+    keys = state(run / "checkpoints/last.ckpt").keys()
+    assert all("lora_" in key or "modules_to_save" in key for key in keys), keys
+    main([
+        "validate", "--model.model_name_or_path", str(run / "model"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--trainer.default_root_dir", str(tmp_path / "validate"),
+        "--trainer.enable_progress_bar", "false",
+    ])  # fmt: skip
+    validated = json.loads((tmp_path / "validate/metrics.json").read_text())["validation"]
+    fitted = json.loads((run / "metrics.json").read_text())["validation"]
+    fitted.pop("temperature", None)
+    assert validated == pytest.approx(fitted, abs=1e-5)
+
+
+def test_tune_trains_lora_trials(wide_bert: Path, tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text("model.learning_rate: {low: 1.0e-3, high: 1.0e-2, log: true}\n")
+    main([
+        "tune", "--model.model_name_or_path", str(wide_bert), "--model.lora_rank", "4",
+        "--data.train_file", str(SAMPLE / "train.csv"),
+        "--data.validation_file", str(SAMPLE / "validation.csv"),
+        "--data.max_train_samples", "32", "--data.batch_size", "16",
+        "--data.cache_dir", str(tmp_path / "cache"),
+        "--trainer.max_epochs", "1", "--trainer.default_root_dir", str(tmp_path / "run"),
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+        "--tune.space", str(space), "--tune.n_trials", "2",
+    ])  # fmt: skip
+    for trial in sorted((tmp_path / "run/trials").iterdir()):
+        assert (trial / "model/adapter/adapter_config.json").is_file(), trial
+        keys = state(trial / "checkpoints/last.ckpt").keys()
+        assert all("lora_" in key or "modules_to_save" in key for key in keys), keys
+    assert (tmp_path / "run/best.yaml").is_file()
+
+
+def test_under_bf16_mixed_the_base_is_bf16_and_the_export_fp32(
+    wide_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CPU autocast stands in for a GPU's: the frozen base is held in bf16, what trains in
+    fp32, and model/ is merged in fp32."""
+    run = tmp_path / "run"
+    with caplog.at_level("INFO", logger="seqcls.model.memory"):
+        fit(run, wide_bert, *LORA, "--trainer.precision", "bf16-mixed", "--trainer.max_epochs", "1")
+    assert "this run: lora_bf16" in caplog.text
+    saved = state(run / "checkpoints/last.ckpt")
+    assert {tensor.dtype for tensor in saved.values()} == {torch.float32}
+    merged = AutoModelForSequenceClassification.from_pretrained(run / "model")
+    assert {p.dtype for p in merged.parameters()} == {torch.float32}

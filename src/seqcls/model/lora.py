@@ -26,9 +26,10 @@ from transformers.pytorch_utils import Conv1D
 
 from seqcls.errors import ConfigurationError
 from seqcls.model.layers import encoder_layers
+from seqcls.option_ranges import check_range
 
 if TYPE_CHECKING:  # peft is imported when a run trains adapters: it takes seconds to import
-    from peft import LoraConfig, PeftModel
+    from peft import PeftModel
 
 ADAPTER_DIR = "adapter"  # model/adapter/: the adapter, beside the merged model/
 
@@ -40,10 +41,6 @@ class Lora:
 
     peft: "PeftModel"
 
-    @property
-    def config(self) -> "LoraConfig":
-        return cast("LoraConfig", self.peft.peft_config["default"])
-
 
 def add_lora(
     model: PreTrainedModel,
@@ -54,10 +51,9 @@ def add_lora(
     reinit_layers: int,
 ) -> Lora | None:
     """Freeze ``model`` and give it rank-``rank`` adapters in place; None for ``rank`` 0."""
+    check_range("model.lora_rank", rank)  # for the Python API too
     if rank == 0:
         return None
-    if rank < 0:
-        raise ConfigurationError(f"--model.lora_rank {rank}: give 0 (off) or a positive rank")
     if reinit_layers:
         raise ConfigurationError(
             f"--model.reinit_layers {reinit_layers} with --model.lora_rank {rank}: LoRA keeps "

@@ -136,14 +136,16 @@ def footprints(
     }
 
 
-def describe(found: dict[str, Footprint]) -> str:
-    """One line: each mode's weights, gradients, AdamW state, and totals with activations."""
+def describe(found: dict[str, Footprint], mode: str, checkpointing: bool) -> str:
+    """One line: each mode's weights, gradients, AdamW state, and totals with activations;
+    which one this run is."""
     parts = [
-        f"{name} {_gib(f.weights)}+{_gib(f.gradients)}+{_gib(f.optimizer)}, with activations "
-        f"{_gib(f.total(False))} ({_gib(f.total(True))} checkpointed)"
+        f"{name} {_size(f.weights)} + {_size(f.gradients)} + {_size(f.optimizer)}, "
+        f"{_size(f.total(False))} with activations ({_size(f.total(True))} checkpointed)"
         for name, f in found.items()
     ]
-    return "Memory per device in GiB, weights+gradients+AdamW: " + "; ".join(parts)
+    this = f"{mode}{', checkpointed' if checkpointing else ''}"
+    return f"Memory per device, weights + gradients + AdamW: {'; '.join(parts)}; this run: {this}"
 
 
 # GPUs' memory as the driver reports it, in GiB, and the share a fit may plan to fill: the
@@ -184,6 +186,10 @@ def _gib(size: int) -> str:
     return f"{size / GIB:.1f}"
 
 
+def _size(size: int) -> str:
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / 2**20:.1f} MiB"
+
+
 class MemoryEstimate(pl.Callback):
     """At the start of a fit, log what each mode needs for this model, batch and length."""
 
@@ -195,6 +201,7 @@ class MemoryEstimate(pl.Callback):
         if not isinstance(model, PreTrainedModel) or not length or not batch_size:
             return
         options: dict[str, Any] = dict(pl_module.hparams)
+        half = str(trainer.precision).startswith(("bf16", "16"))
         try:
             found = footprints(
                 model.config,
@@ -202,13 +209,16 @@ class MemoryEstimate(pl.Callback):
                 max_length=int(length),
                 rank=int(options.get("lora_rank") or 8),
                 target_modules=options.get("lora_target_modules"),
-                half_activations=str(trainer.precision).startswith(("bf16", "16")),
+                half_activations=half,
             )
         except (ConfigurationError, ValueError) as error:  # a model seqcls cannot take apart
             log.info("No memory estimate for this model: %s", error)
             return
         if trainer.is_global_zero:
-            log.info(describe(found))
+            adapted = getattr(pl_module, "lora", None) is not None
+            bf16 = str(trainer.precision).startswith("bf16")
+            mode = ("lora_bf16" if bf16 else "lora") if adapted else "full"
+            log.info(describe(found, mode, bool(options.get("gradient_checkpointing"))))
 
 
 def _suffix(name: str, target: str) -> bool:
