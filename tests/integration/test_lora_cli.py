@@ -21,6 +21,8 @@ from transformers import (
 )
 
 from seqcls.cli import main
+from seqcls.errors import ConfigurationError
+from seqcls.run.resume import StartPoint, check_same_optimizer
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
@@ -244,3 +246,10 @@ def test_under_bf16_mixed_the_base_is_bf16_and_the_export_fp32(
     assert {tensor.dtype for tensor in saved.values()} == {torch.float32}
     merged = AutoModelForSequenceClassification.from_pretrained(run / "model")
     assert {p.dtype for p in merged.parameters()} == {torch.float32}
+
+
+def test_a_fit_that_continues_a_checkpoint_keeps_its_lora_options() -> None:
+    start = StartPoint("last.ckpt", optimizer=(("lora_rank", 8), ("lora_target_modules", None)))
+    check_same_optimizer(start, {"lora_rank": 8, "lora_target_modules": None})
+    with pytest.raises(ConfigurationError, match=r"^--model\.lora_rank 0: last\.ckpt was"):
+        check_same_optimizer(start, {"lora_rank": 0, "lora_target_modules": None})

@@ -228,7 +228,8 @@ def _trained_for(state: dict[str, Any]) -> dict[str, Any]:
 
 
 # The model options a fit that continues a checkpoint takes from its saved optimizer and
-# schedule (rates, betas, epsilon, weight decay), whatever the command line says.
+# schedule (rates, betas, epsilon, weight decay), whatever the command line says; and LoRA's,
+# which decide the tensors that train, whose weights and optimizer state the checkpoint holds.
 RESUMED_OPTIMIZER = (
     "learning_rate",
     "head_learning_rate",
@@ -237,6 +238,9 @@ RESUMED_OPTIMIZER = (
     "weight_decay",
     "adam_betas",
     "adam_epsilon",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target_modules",
 )
 
 
