@@ -22,7 +22,7 @@ from transformers import (
 
 from seqcls.cli import main
 from seqcls.errors import ConfigurationError
-from seqcls.run.resume import StartPoint, check_same_optimizer
+from seqcls.run.checkpoints.resume import StartPoint, check_same_optimizer
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"

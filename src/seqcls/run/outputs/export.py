@@ -66,7 +66,7 @@ def export_model(
     With ``lora``, ``out_dir`` holds the merged model, and ``out_dir/adapter`` the adapter.
     """
     if lora is not None:
-        # A checkpoint holds only what trained (run/adapter_checkpoints.py).
+        # A checkpoint holds only what trained (run/checkpoints/adapters.py).
         trained = (
             hf_weights(checkpoint_path)
             if checkpoint_path
