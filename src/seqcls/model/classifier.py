@@ -208,14 +208,8 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         self.label_layer_source = network.head_source
         self.hparams.update(network.resolved)  # what trained, for the checkpoint and model card
         self.learning_rate = self.hparams["learning_rate"]
-        self.lora = add_lora(
-            self.model,
-            lora_rank,
-            lora_alpha,
-            lora_dropout,
-            lora_target_modules,
-            self.hparams["reinit_layers"],
-        )
+        lora = (lora_rank, lora_alpha, lora_dropout, lora_target_modules)
+        self.lora = add_lora(self.model, *lora, reinit_layers=self.hparams["reinit_layers"])
         # Packed batches (several rows per model row) run packed where the model is served.
         self.packed_forward = PackedForward(self.model)
         if self.pairs is not None:
