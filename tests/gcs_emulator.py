@@ -18,6 +18,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
 
 import fsspec
@@ -34,8 +35,11 @@ def available() -> bool:
 def gcs_emulator(*, timeout: float = 30.0) -> Iterator[str]:
     """Run the emulator on a free port of 127.0.0.1 and yield its endpoint URL.
 
-    The emulator is stopped, by the process id started here, when the block exits.
+    The emulator is stopped, by the process id started here, when the block exits. Where it
+    is not installed, the test is skipped.
     """
+    if not available():
+        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
@@ -77,6 +81,15 @@ def emulated_gcs(bucket: str) -> Iterator[str]:
             yield endpoint
         finally:
             gcs_class.clear_instance_cache()  # instances hold the anonymous credentials
+
+
+@contextmanager
+def bucket_for_runs(bucket: str, cache: Path) -> Iterator[fsspec.AbstractFileSystem]:
+    """gcsfs on the emulator holding ``bucket``, as ``emulated_gcs`` sets it up, with seqcls's
+    data cache (``SEQCLS_CACHE``) in ``cache`` for this process and its children."""
+    with emulated_gcs(bucket), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEQCLS_CACHE", str(cache))
+        yield fsspec.filesystem("gs")
 
 
 def create_bucket(endpoint: str, bucket: str) -> None:

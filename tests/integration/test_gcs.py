@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import fsspec
 import pytest
-from gcs_emulator import available, create_bucket, gcs_emulator, upload
+from gcs_emulator import create_bucket, gcs_emulator, upload
 
 from seqcls.data.tables import file_fingerprint, read_table
 from seqcls.errors import ConfigurationError
@@ -38,8 +38,6 @@ class Gcs:
 
 @pytest.fixture(scope="module")
 def gcs() -> Iterator[Gcs]:
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     with gcs_emulator() as endpoint, pytest.MonkeyPatch.context() as patch:
         patch.setenv("STORAGE_EMULATOR_HOST", endpoint)
         patch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")

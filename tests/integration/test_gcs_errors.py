@@ -10,7 +10,7 @@ from pathlib import Path
 import datasets
 import fsspec
 import pytest
-from gcs_emulator import available, create_bucket, emulated_gcs
+from gcs_emulator import create_bucket, emulated_gcs
 
 import seqcls.data.tables  # noqa: F401  (sets gcsfs's options before it is imported)
 from seqcls.cli import main
@@ -32,8 +32,6 @@ NO_LABELS = (
 def gcs(tiny_bert: Path) -> Iterator[str]:
     """The emulator's endpoint; the bucket holds a run directory (``run4``: its exported model,
     a checkpoint, its config) and a training file."""
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     with emulated_gcs(BUCKET) as endpoint:
         fs = fsspec.filesystem("gs")
         for file in tiny_bert.iterdir():

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import fsspec
 import pytest
-from gcs_emulator import available, emulated_gcs, upload
+from gcs_emulator import emulated_gcs, upload
 
 import seqcls.data.tables  # noqa: F401  (sets gcsfs's options before fsspec loads it)
 from seqcls.cloud.storage import exists, remove_folder
@@ -15,8 +15,6 @@ BUCKET = "seqcls-remove"
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     with emulated_gcs(BUCKET) as url:
         yield url
 

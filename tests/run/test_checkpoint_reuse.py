@@ -9,7 +9,7 @@ from typing import Any
 import fsspec
 import pytest
 import torch
-from gcs_emulator import available, emulated_gcs
+from gcs_emulator import emulated_gcs
 from lightning_fabric.plugins import TorchCheckpointIO
 
 from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
@@ -88,8 +88,6 @@ def test_a_local_checkpoint_becomes_the_same_file(tmp_path: Path) -> None:
 
 
 def test_a_bucket_checkpoint_is_copied_inside_the_bucket() -> None:
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
     with emulated_gcs("reuse"):
         best, last = "gs://reuse/run/checkpoints/best.ckpt", "gs://reuse/run/checkpoints/last.ckpt"
         with fsspec.open(best, "wb") as sink:
