@@ -1,38 +1,16 @@
 """benchmarks/run.py throughput runs end to end on a tiny model and counts exactly what it ran;
 the harness's step clock counts tokens and FLOPs by the formula it documents."""
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
-from benchmark_entry import load_run
+from benchmark_entry import load_run, tokens_per_text, write_texts
 
 import seqcls.cli
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 8, 3, 1, 64
-# Four texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included), so
-# the real tokens of any batch are known without knowing which rows it drew.
-TEXTS = ["my order arrived late", "my parcel arrived late", "please cancel my plan"]
-
-
-def tokens_per_text(model: Path) -> int:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    (length,) = {len(tokenizer(text)["input_ids"]) for text in TEXTS}
-    return length
-
-
-def write_csv(path: Path, rows: int) -> str:
-    with path.open("w", newline="") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(["text", "label"])
-        writer.writerows(
-            (TEXTS[i % len(TEXTS)], ["billing", "shipping"][i % 2]) for i in range(rows)
-        )
-    return str(path)
 
 
 def test_throughput_counts_the_timed_steps_and_their_tokens(
@@ -45,8 +23,8 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
         *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),
         *("--json", str(json_path)),
         *("--model.model_name_or_path", str(tiny_bert)),
-        *("--data.train_file", write_csv(tmp_path / "train.csv", 40)),
-        *("--data.validation_file", write_csv(tmp_path / "validation.csv", 8)),
+        *("--data.train_file", write_texts(tmp_path / "train.csv", 40)),
+        *("--data.validation_file", write_texts(tmp_path / "validation.csv", 8)),
         *("--data.cache_dir", str(tmp_path / "cache")),
         *("--data.batch_size", str(BATCH_SIZE)),
         # Every row padded to MAX_LENGTH: the computed tokens are known too.

@@ -1,40 +1,25 @@
 """benchmarks/run.py compare runs seqcls and the HF Trainer side by side on a tiny model, each
 in its own process, and counts exactly the steps, rows and tokens each side trained on."""
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
-from benchmark_entry import load_run
+from benchmark_entry import load_run, tokens_per_text, write_texts
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_SIZE, STEPS, WARMUP, MAX_LENGTH = 4, 3, 1, 32
-# Texts of one length (6 tokens with the tiny tokenizer, [CLS] and [SEP] included): the real
-# tokens of any batch are known without knowing which rows it drew.
-TEXTS = ["my order arrived late", "please cancel my plan", "my parcel arrived late"]
-
-
-def write_tsv(path: Path, rows: int) -> str:
-    with path.open("w", newline="") as stream:
-        writer = csv.writer(stream, delimiter="\t")
-        writer.writerow(["sentence", "label"])
-        writer.writerows((TEXTS[i % 3], i % 2) for i in range(rows))
-    return str(path)
 
 
 @pytest.mark.slow
 def test_compare_reports_both_sides_and_consistent_ratios(tiny_bert: Path, tmp_path: Path) -> None:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
-    (length,) = {len(tokenizer(text)["input_ids"]) for text in TEXTS}
+    length = tokens_per_text(tiny_bert)
     json_path = tmp_path / "compare.json"
     argv = [
         "compare",
         *("--model", str(tiny_bert)),
-        *("--train", write_tsv(tmp_path / "train.tsv", 40)),
-        *("--validation", write_tsv(tmp_path / "dev.tsv", 12)),
+        *("--train", write_texts(tmp_path / "train.tsv", 40, "sentence")),
+        *("--validation", write_texts(tmp_path / "dev.tsv", 12, "sentence")),
         *("--text-column", "sentence", "--max-length", str(MAX_LENGTH)),
         *("--max-train-samples", "24", "--batch-size", str(BATCH_SIZE)),
         *("--steps", str(STEPS), "--warmup-steps", str(WARMUP)),

@@ -2,26 +2,15 @@
 prints their dev metrics side by side (tiny model, tiny data)."""
 
 import csv
-import importlib.util
 import json
 import random
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmark_entry import load_benchmark, load_run
 
-REPO = Path(__file__).resolve().parents[2]
 WORDS = ["a", "cat", "sat", "on", "the", "mat", "dog", "ran", "far", "away"]
 TRAIN_ROWS, DEV_ROWS, MAX_TRAIN_SAMPLES = 24, 8, 16
-
-
-def load_run() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run", REPO / "benchmarks/run.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write(path: Path, rows: int, pair: bool, label: object, seed: int) -> None:
@@ -89,10 +78,8 @@ def test_glue_compares_seqcls_and_the_hf_trainer(
     assert json.loads((tmp_path / "glue.json").read_text())["tasks"] == report["tasks"]
 
 
-def test_glue_table_gives_mean_and_spread_over_seeds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    glue = load_glue(monkeypatch)
+def test_glue_table_gives_mean_and_spread_over_seeds(tmp_path: Path) -> None:
+    glue = load_benchmark("glue")
     for seed, (best, last) in {42: (0.60, 0.55), 43: (0.64, 0.57), 44: (0.62, 0.50)}.items():
         run_dir = tmp_path / f"seed-{seed}" / "seqcls" / "rte"
         (run_dir / "last").mkdir(parents=True)
@@ -119,18 +106,8 @@ def test_glue_refuses_an_unknown_task(tmp_path: Path) -> None:
         load_run().parse_args(["glue", str(tmp_path), "--tasks", "rte,sst2"])
 
 
-def load_glue(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("glue", REPO / "benchmarks/glue.py")
-    assert spec is not None
-    assert spec.loader is not None
-    glue = importlib.util.module_from_spec(spec)
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # glue.py imports harness
-    spec.loader.exec_module(glue)
-    return glue
-
-
-def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    glue = load_glue(monkeypatch)
+def test_seqcls_recipes_give_their_flags(tmp_path: Path) -> None:
+    glue = load_benchmark("glue")
     train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
     recipe_flags = {"--trainer.max_epochs", "--model.learning_rate", "--data.batch_size"}
     recipes = [("run_glue", recipe_flags), ("default", set()),
@@ -150,8 +127,8 @@ def test_seqcls_recipes_give_their_flags(tmp_path: Path, monkeypatch: pytest.Mon
         assert "--data.pair_encoding" not in glue.seqcls_fit_args("cola", train, dev, args, 43)
 
 
-def test_seqcls_args_follow_the_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    glue = load_glue(monkeypatch)
+def test_seqcls_args_follow_the_recipe(tmp_path: Path) -> None:
+    glue = load_benchmark("glue")
     extra = "--model.reinit_layers 1 --model.learning_rate 1e-4"
     args = glue.parse_args(
         [str(tmp_path), "--seqcls-recipe", "three_epochs", "--seqcls-args", extra]

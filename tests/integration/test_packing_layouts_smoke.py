@@ -1,26 +1,14 @@
 """benchmarks/packing_layouts.py runs every layout on the same batches, single texts and pairs."""
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmark_entry import load_benchmark
 
-REPO = Path(__file__).resolve().parents[2]
 WORDS = ["my order", "arrived late again", "please cancel my plan today", "the parcel"]
-
-
-def load_layouts():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "packing_layouts", REPO / "benchmarks/packing_layouts.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_tsv(path: Path, kind: str, rows: int) -> str:
@@ -64,7 +52,7 @@ def test_every_layout_runs_on_the_same_batches(
         segment_attention, "attend_short_segments", noting_the_limit("at once", at_once)
     )
     limit = segment_attention.EXPLICIT_ATTENTION_MAX_LENGTH
-    load_layouts().main(
+    load_benchmark("packing_layouts").main(
         str(tiny_bert), write_tsv(tmp_path / "train.tsv", kind, 96), kind, layouts, 3
     )
     # onerow and onerow1 take a layer's groups at once, onerowsdpa sends them to SDPA's

@@ -6,8 +6,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from benchmark_entry import load_run
-from test_compare_smoke import write_tsv
+from benchmark_entry import load_run, write_texts
 
 BATCH_SIZE, ROWS = 4, 24
 
@@ -20,8 +19,8 @@ def test_whole_runs_both_sides_to_the_end_and_reports_consistent_speedups(
     argv = [
         "whole",
         *("--model", str(tiny_bert)),
-        *("--train", write_tsv(tmp_path / "train.tsv", 40)),
-        *("--validation", write_tsv(tmp_path / "dev.tsv", 12)),
+        *("--train", write_texts(tmp_path / "train.tsv", 40, "sentence")),
+        *("--validation", write_texts(tmp_path / "dev.tsv", 12, "sentence")),
         *("--text-column", "sentence", "--max-length", "32"),
         *("--max-train-samples", str(ROWS), "--batch-size", str(BATCH_SIZE)),
         *("--epochs", "2", "--sides", "seqcls-default,hf-best", "--repeat", "2"),
