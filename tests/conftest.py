@@ -39,6 +39,16 @@ def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"), max_length=128)
 
 
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """One torch thread for a whole module (``pytestmark = pytest.mark.usefixtures(...)``):
+    the same arithmetic in every run it compares, to the bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _torch_matmul_precision() -> Iterator[None]:
     """A run puts torch's matmul precision back however it ends; a test that sets it by hand

@@ -9,33 +9,25 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from cli_runs import SAMPLE, sample_fit
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
 STEPS_PER_EPOCH, EPOCHS = 4, 3  # 64 examples, batch 16
 
 
 def fit_args(run: Path, model: Path, cache: Path, *extra: str) -> list[str]:
-    return [
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    return sample_fit(
+        run, model,
         "--model.learning_rate", "1e-3",
         "--model.head_learning_rate", "1e-3",  # one rate: the tiny model learns in 2 epochs
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_train_samples", "64",
         "--data.cache_dir", str(cache),
-        "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", str(EPOCHS),
-        "--trainer.enable_progress_bar", "false",
         *extra,
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,15 @@ import shutil
 import signal
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytorch_lightning as pl
 import torch
 import yaml
+from cli_runs import REPO, SAMPLE, run_metrics, sample_fit
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS_PER_EPOCH = 4
 SIGTERM_AT_3 = json.dumps([{"class_path": "resume_probe.SigtermAt", "init_args": {"step": 3}}])
 
@@ -33,24 +31,13 @@ class FailAtValidationEnd(pl.Callback):
 
 
 def fit(run: Path, model: Path, *extra: str, data: Path = SAMPLE) -> None:
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    main(sample_fit(
+        run, model,
         "--data.train_file", str(data / "train.csv"),
         "--data.validation_file", str(data / "validation.csv"),
-        "--data.max_train_samples", "64",
         "--data.cache_dir", str(run.parent / "cache"),
-        "--trainer.default_root_dir", str(run),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
         *extra,
-    ])  # fmt: skip
-
-
-def metrics(run: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((run / "metrics.json").read_text())
-    return result
+    ))  # fmt: skip
 
 
 def snapshot(run: Path) -> dict[str, tuple[int, int]]:
@@ -169,13 +156,13 @@ def test_a_stop_after_the_last_step_is_validated_calibrated_and_exported_on_resu
         fit(run, tiny_bert, "--trainer.max_steps", "3", "--trainer.callbacks", SIGTERM_AT_3)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 3
-    assert metrics(run)["fit"]["status"] == "stopped by SIGTERM"
+    assert run_metrics(run)["fit"]["status"] == "stopped by SIGTERM"
     assert not (run / "model").exists()
 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3")
-    result = metrics(run)
+    result = run_metrics(run)
     assert result["fit"] == {
         "status": "finished", "steps": 3, "exported": "best checkpoint", "validated": True,
     }  # fmt: skip
@@ -187,7 +174,7 @@ def test_a_stop_after_the_last_step_is_validated_calibrated_and_exported_on_resu
     # The weights validated are the final ones, as an unstopped run validates them.
     fit(tmp_path / "unstopped", tiny_bert, "--trainer.max_steps", "3")
     for name in ["accuracy", "loss", "temperature"]:
-        expected = metrics(tmp_path / "unstopped")["validation"][name]
+        expected = run_metrics(tmp_path / "unstopped")["validation"][name]
         assert result["validation"][name] == pytest.approx(expected, abs=1e-6), name
 
 
@@ -197,7 +184,7 @@ def test_a_finished_run_is_left_as_it_is(
     run = tmp_path / "run"
     fit(run, tiny_bert, "--trainer.max_steps", "3")
     before = snapshot(run)
-    assert "temperature" in metrics(run)["validation"]
+    assert "temperature" in run_metrics(run)["validation"]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3")  # returns: exit status 0
@@ -211,7 +198,7 @@ def test_a_finished_run_is_left_as_it_is(
     assert "Exported" not in caplog.text
     # More steps asked for: the run trains on.
     fit(run, tiny_bert, "--trainer.max_steps", "5")
-    assert metrics(run)["fit"]["steps"] == 5
+    assert run_metrics(run)["fit"]["steps"] == 5
 
 
 @pytest.mark.parametrize("old_kept", [True, False], ids=["copied", "moved"])
@@ -228,8 +215,8 @@ def test_a_moved_run_directory_continues_from_its_own_files(
         fit(new, tiny_bert, *first_is_best, "--trainer.max_epochs", "2")
     best = new / "checkpoints/best-epoch0-step4.ckpt"
     assert f"Exported {best} to {new / 'model'}" in caplog.text
-    assert metrics(new)["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
-    assert metrics(new)["fit"]["steps"] == 2 * STEPS_PER_EPOCH
+    assert run_metrics(new)["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
+    assert run_metrics(new)["fit"]["steps"] == 2 * STEPS_PER_EPOCH
     assert (snapshot(old) if old_kept else {}) == left  # the old directory is not touched
 
 
@@ -247,7 +234,7 @@ def test_a_runs_config_yaml_stacked_into_another_run_directory_trains_there(
         "--trainer.default_root_dir", str(new),
     ])  # fmt: skip
     assert (new / "checkpoints/last.ckpt").is_file()
-    assert metrics(new)["fit"]["steps"] == 3
+    assert run_metrics(new)["fit"]["steps"] == 3
     assert snapshot(old) == left
 
 
@@ -286,7 +273,7 @@ def test_a_signal_while_the_outputs_are_written_lets_them_finish(
         fit(run, tiny_bert, "--trainer.max_steps", "3",
             "--trainer.callbacks", signals_at_fit_end(name, 1))  # fmt: skip
     assert f"{name} received while the run's outputs are written: finishing them" in caplog.text
-    assert metrics(run)["fit"]["status"] == "finished"
+    assert run_metrics(run)["fit"]["status"] == "finished"
     assert (run / "model/model.safetensors").is_file()
     assert (run / "model/README.md").is_file()
     assert signal.getsignal(signal.SIGINT) is before  # released
@@ -321,13 +308,13 @@ def test_ctrl_c_before_training_stops_with_130_in_one_line(
 def test_a_continuation_that_fails_says_so_in_metrics_json(tmp_path: Path, tiny_bert: Path) -> None:
     run = tmp_path / "run"
     fit(run, tiny_bert, "--trainer.max_steps", "3")
-    assert metrics(run)["fit"]["status"] == "finished"
+    assert run_metrics(run)["fit"]["status"] == "finished"
     shutil.rmtree(run / "model")  # not finished any more: the rerun validates and exports
     fails = "--trainer.callbacks+=test_continue_run.FailAtValidationEnd"
     with pytest.raises(RuntimeError, match="disk full"):
         fit(run, tiny_bert, "--trainer.max_steps", "3", fails)
-    assert metrics(run)["fit"]["status"] == "failed: RuntimeError: disk full"
-    assert metrics(run)["fit"]["exported"] is None
+    assert run_metrics(run)["fit"]["status"] == "failed: RuntimeError: disk full"
+    assert run_metrics(run)["fit"]["exported"] is None
 
 
 def test_ckpt_path_names_a_checkpoint_file(

@@ -5,35 +5,21 @@ repeated row, and metrics or predictions that counted it would differ from one p
 """
 
 import csv
-import json
-import os
 from pathlib import Path
 
 import pytest
-from process_group import seqcls_bounded
+from cli_runs import DDP, SAMPLE, first_rows, run_metrics, seqcls_bounded, seqcls_output
 from transformers import AutoTokenizer
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
-DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
 QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 TIMEOUT_S = 420
 
 
-def first_rows(source: Path, target: Path, count: int) -> str:
-    lines = source.read_text().splitlines(keepends=True)
-    target.write_text("".join(lines[: count + 1]))  # the header, then `count` rows
-    return str(target)
-
-
 def seqcls_in_two_processes(*args: str, cwd: Path) -> str:
     """Run ``seqcls`` under DDP in its own process group, killed whole if it overruns."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = seqcls_bounded([*args, *DDP, *QUIET], timeout_s=TIMEOUT_S, env=env, cwd=cwd)
-    assert done.returncode == 0, done.stdout[-3000:]
-    return done.stdout
+    return seqcls_output([*args, *DDP, *QUIET], timeout_s=TIMEOUT_S, cwd=cwd)
 
 
 def validate_and_predict_both_ways(
@@ -51,11 +37,6 @@ def validate_and_predict_both_ways(
             command, *args, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
             *QUIET, "--trainer.default_root_dir", str(work / f"{name}-{command}-one"),
         ])  # fmt: skip
-
-
-def validation_metrics(run_dir: Path) -> dict[str, float]:
-    metrics: dict[str, float] = json.loads((run_dir / "metrics.json").read_text())["validation"]
-    return metrics
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -114,14 +95,17 @@ def test_ddp_validation_metrics_equal_one_process_on_the_same_checkpoint(ddp_run
         "--trainer.devices", "1", "--trainer.strategy", "auto", *QUIET,
         "--trainer.default_root_dir", str(ddp_run / "validate-one"),
     ])  # fmt: skip
-    one = validation_metrics(ddp_run / "validate-one")
+    one = run_metrics(ddp_run / "validate-one")["validation"]
     assert set(one) == {
         "accuracy", "macro_f1", "loss", "ece", "ece_calibrated",
         "majority_class_accuracy", "largest_predicted_share",
     }  # fmt: skip
     # The fit's own end-of-epoch validation (2 processes) scored the same weights; its
     # temperature was fitted on the 99 rows gathered from both processes.
-    for measured in (validation_metrics(ddp_run / "validate-ddp"), validation_metrics(run)):
+    for measured in (
+        run_metrics(ddp_run / "validate-ddp")["validation"],
+        run_metrics(run)["validation"],
+    ):
         assert {key: measured[key] for key in one} == pytest.approx(one, abs=1e-6)
     for out in (run, ddp_run / "validate-ddp", ddp_run / "validate-one"):
         per_class = read_rows(out / "report" / "validation" / "per_class.csv")
@@ -172,8 +156,10 @@ def test_ddp_windows_score_each_document_once_in_input_order(ddp_run: Path) -> N
     ]  # fmt: skip
     predict_file = first_rows(SAMPLE / "predict.csv", ddp_run / "long.csv", 39)
     validate_and_predict_both_ways(windows, predict_file, ddp_run, "windows")
-    one = validation_metrics(ddp_run / "windows-validate-one")
-    assert validation_metrics(ddp_run / "windows-validate-ddp") == pytest.approx(one, abs=1e-6)
+    one = run_metrics(ddp_run / "windows-validate-one")["validation"]
+    assert run_metrics(ddp_run / "windows-validate-ddp")["validation"] == pytest.approx(
+        one, abs=1e-6
+    )
     # Most inputs are longer than one window of 14 text tokens.
     tokenizer = AutoTokenizer.from_pretrained(run / "model")
     lengths = [len(tokenizer(row["text"])["input_ids"]) for row in read_rows(Path(predict_file))]
@@ -190,7 +176,6 @@ def test_ddp_windows_score_each_document_once_in_input_order(ddp_run: Path) -> N
 def test_ddp_too_few_rows_to_score_is_said_once(ddp_run: Path) -> None:
     """Each process finds that one row cannot be shared by two; rank 0 alone says so."""
     run = ddp_run / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = seqcls_bounded(
         [
             "validate", "--config", str(run / "config.yaml"),
@@ -199,7 +184,7 @@ def test_ddp_too_few_rows_to_score_is_said_once(ddp_run: Path) -> None:
             "--trainer.default_root_dir", str(ddp_run / "too-few"),
             *DDP, *QUIET,
         ],
-        timeout_s=TIMEOUT_S, env=env, cwd=ddp_run,
+        timeout_s=TIMEOUT_S, cwd=ddp_run,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout[-3000:]
     errors = [line for line in done.stdout.splitlines() if line.startswith("seqcls: error:")]

@@ -4,14 +4,8 @@ equal one process's, each row once and in input order."""
 from pathlib import Path
 
 import pytest
-from test_ddp import (
-    QUIET,
-    SAMPLE,
-    first_rows,
-    read_rows,
-    validate_and_predict_both_ways,
-    validation_metrics,
-)
+from cli_runs import SAMPLE, first_rows, run_metrics
+from test_ddp import QUIET, read_rows, validate_and_predict_both_ways
 
 from seqcls.cli import main
 
@@ -44,8 +38,9 @@ def test_pairs_under_ddp_score_as_one_process(fitted: Path) -> None:
     validate_and_predict_both_ways(
         [*args, "--data.eval_batch_size", "4"], predict_file, fitted, "pairs"
     )
-    one = validation_metrics(fitted / "pairs-validate-one")
-    assert validation_metrics(fitted / "pairs-validate-ddp") == pytest.approx(one, abs=1e-6)
+    one = run_metrics(fitted / "pairs-validate-one")["validation"]
+    two = run_metrics(fitted / "pairs-validate-ddp")["validation"]
+    assert two == pytest.approx(one, abs=1e-6)
     per_class = read_rows(fitted / "pairs-validate-ddp" / "report" / "validation" / "per_class.csv")
     assert int(per_class[-1]["support"]) == 99  # each row once
     two = read_rows(fitted / "pairs-predict-ddp" / "predictions.csv")

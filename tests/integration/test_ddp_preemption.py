@@ -8,16 +8,13 @@ batches and the other one: processes that each stopped after their own batches t
 meet in different collectives."""
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
 
 import torch
-from process_group import seqcls_bounded
+from cli_runs import DDP, SAMPLE, first_rows, sample_fit, seqcls_bounded
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS = 8  # 64 rows in batches of 8 on each of 2 processes: 4 steps an epoch
 TIMEOUT_S = 150
 SIGNALLED = [{
@@ -26,35 +23,19 @@ SIGNALLED = [{
 }]  # fmt: skip
 
 
-def validation_rows(folder: Path, count: int = 17) -> str:
-    lines = (SAMPLE / "validation.csv").read_text().splitlines(keepends=True)
-    path = folder / "validation.csv"
-    path.write_text("".join(lines[: count + 1]))  # the header, then `count` rows
-    return str(path)
-
-
 def fit(run: Path, model: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """``seqcls fit`` under DDP in its own process group, ended whole if it overruns (a hang)."""
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-    args = [
-        "fit", "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    validation = first_rows(SAMPLE / "validation.csv", run.parent / "validation.csv", 17)
+    args = sample_fit(
+        run, model,
         # Dropout on (off by default): each process must restore its own random state too.
         "--model.dropout", "0.1",
-        "--data.max_train_samples", "64", "--data.batch_size", "8",
-        "--data.validation_file", validation_rows(run.parent),
+        "--data.batch_size", "8", "--data.validation_file", validation,
         "--data.cache_dir", str(run.parent / "cache"),
-        "--trainer.max_steps", str(STEPS), "--trainer.default_root_dir", str(run),
-        "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp",
-        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
-        *extra,
-    ]  # fmt: skip
-    return seqcls_bounded(args, timeout_s=TIMEOUT_S, env=env)
+        "--trainer.max_steps", str(STEPS),
+        *DDP, *extra,
+    )  # fmt: skip
+    return seqcls_bounded(args, timeout_s=TIMEOUT_S)
 
 
 def last(run: Path) -> dict[str, object]:

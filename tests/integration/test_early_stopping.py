@@ -7,26 +7,15 @@ import logging
 from pathlib import Path
 
 import pytest
+from cli_runs import sample_fit
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS_PER_EPOCH = 4  # 64 rows in batches of 16
 
 
 def fit_args(run: Path, model: Path, *extra: str) -> list[str]:
-    return [
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
-        "--data.max_train_samples", "64",
-        "--data.cache_dir", str(run.parent / "cache"),
-        "--trainer.default_root_dir", str(run),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        *extra,
-    ]  # fmt: skip
+    return sample_fit(run, model, "--data.cache_dir", str(run.parent / "cache"), *extra)
 
 
 def test_a_fit_that_stops_improving_stops_and_ends_as_a_fit_does(

@@ -8,11 +8,8 @@ back from the bucket through gcsfs.
 import csv
 import io
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,14 +17,13 @@ from pathlib import Path
 import fsspec
 import pytest
 import torch
-from gcs_emulator import available, emulated_gcs
+from cli_runs import REPO, SAMPLE, child_env, seqcls_output, start_seqcls
+from gcs_emulator import bucket_for_runs
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
 import seqcls.data.tables
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
 BUCKET = "seqcls-run"
 RUN = f"gs://{BUCKET}/run"
@@ -40,15 +36,7 @@ pytestmark = pytest.mark.slow
 
 def seqcls(*args: str, env: dict[str, str] | None = None) -> str:
     """Run ``seqcls ARGS`` in a new process; its output (logs included) if it succeeds."""
-    done = subprocess.run(
-        [sys.executable, "-m", "seqcls.cli", *args],
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout + done.stderr
+    return seqcls_output(list(args), timeout_s=TIMEOUT_S, env=child_env(**(env or {})))
 
 
 def fit_args(model: str, *extra: str) -> list[str]:
@@ -70,11 +58,8 @@ def fit_args(model: str, *extra: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFileSystem]:
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
-    with emulated_gcs(BUCKET), pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SEQCLS_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield fsspec.filesystem("gs")
+    with bucket_for_runs(BUCKET, tmp_path_factory.mktemp("cache")) as fs:
+        yield fs
 
 
 @pytest.fixture(scope="module")
@@ -277,12 +262,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_in_the_bucket(
         *fit_args(model_url, "--last_checkpoint.every_n_steps", "2"),
         "--trainer.default_root_dir", run,
     ]  # fmt: skip
-    victim = subprocess.Popen(
-        [sys.executable, "-m", "seqcls.cli", *args],
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    victim = start_seqcls(args, tmp_path / "killed.log")
     try:
         deadline = time.monotonic() + TIMEOUT_S
         while not gcs.exists(last) and victim.poll() is None and time.monotonic() < deadline:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_cli_end_to_end import LABELS, SAMPLE, fit_args, read_rows
+from cli_runs import SAMPLE
+from test_cli_end_to_end import LABELS, fit_args, read_rows
 
 from seqcls.cli import main
 

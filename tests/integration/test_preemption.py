@@ -6,23 +6,19 @@ under a time limit. The tiny model trains 4 steps per epoch (64 examples, batch 
 
 import json
 import logging
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from cli_runs import run_metrics, sample_fit, seqcls_output, start_seqcls
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS_PER_EPOCH, EPOCHS = 4, 5
 TIMEOUT_S = 180
 # A run resumed mid-epoch continues exactly: the same batches (the order comes from the seed
@@ -32,59 +28,30 @@ TIMEOUT_S = 180
 # float noise. A resume with a fresh optimizer and schedule ended 2e-4 away in val/loss and
 # 0.01 in the weights (measured the same way), which the test below checks stays outside.
 RESUME_TOLERANCE = {"val/loss": 1e-6, "val/accuracy": 0.0}
-# One thread, in this process and the ones it starts: the same arithmetic everywhere, and a
-# tiny model trains in seconds instead of minutes on a CPU that other work shares.
-ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 # A run signalled from outside: 0.1 s a step keeps its 20 steps going for at least 2 s, so a
 # signal 0.3 s into training lands a few steps in, however fast the steps are computed
 # (sleeping between steps changes nothing they compute).
 PACED = {"class_path": "resume_probe.PacedSteps", "init_args": {"seconds": 0.1}}
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# One thread, in this process as in the ones it starts (cli_runs.child_env).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def fit_args(run: Path, model: Path, *extra: str) -> list[str]:
-    return [
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    return sample_fit(
+        run, model,
         "--model.learning_rate", "1e-3",
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_train_samples", "64",
-        "--data.batch_size", "16",
         # Dropout on (off by default): the resumed run must restore its random state too.
         "--model.dropout", "0.1",
         "--trainer.max_epochs", str(EPOCHS),
         "--trainer.log_every_n_steps", "1",
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        "--trainer.default_root_dir", str(run),
         *extra,
-    ]  # fmt: skip
-
-
-def command(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "seqcls.cli", *args]
-
-
-def seqcls(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run ``seqcls ARGS`` in a new process to the end."""
-    return subprocess.run(command(args), capture_output=True, text=True, timeout=TIMEOUT_S, env=ENV)
+    )  # fmt: skip
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """``seqcls ARGS`` in a new process, its steps paced (``PACED``), to be signalled."""
-    paced = [*args, "--trainer.callbacks", json.dumps([PACED])]
-    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), ENV.get("PYTHONPATH", "")])}
-    with log.open("wb") as sink:
-        return subprocess.Popen(command(paced), stdout=sink, stderr=subprocess.STDOUT, env=env)
+    return start_seqcls([*args, "--trainer.callbacks", json.dumps([PACED])], log)
 
 
 def wait_for(condition, process: subprocess.Popen[bytes]) -> None:  # type: ignore[no-untyped-def]
@@ -94,6 +61,16 @@ def wait_for(condition, process: subprocess.Popen[bytes]) -> None:  # type: igno
             process.kill()
             pytest.fail("the run ended (or hung) before it could be interrupted")
         time.sleep(0.02)
+
+
+def stopped_a_few_steps_in(args: list[str], log: Path, signum: signal.Signals) -> int:
+    """Start ``seqcls ARGS``, send it ``signum`` a few steps into training, between two
+    validations, and wait for it to end; its exit status."""
+    victim = start(args, log)
+    wait_for(lambda: b"Ctrl-C or SIGTERM from now on" in log.read_bytes(), victim)
+    time.sleep(0.3)
+    victim.send_signal(signum)
+    return victim.wait(TIMEOUT_S)
 
 
 def global_step(path: Path) -> int:
@@ -120,11 +97,6 @@ def final_validation(run: Path) -> dict[str, float]:
     return {tag: value for tag, (_, value) in final.items()}
 
 
-def validation_metrics(run: Path) -> dict[str, float]:
-    metrics: dict[str, float] = json.loads((run / "metrics.json").read_text())["validation"]
-    return metrics
-
-
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
     run = tmp_path_factory.mktemp("uninterrupted")
@@ -136,7 +108,7 @@ def test_the_same_run_twice_gives_identical_metrics(
     uninterrupted: Path, tiny_bert: Path, tmp_path: Path
 ) -> None:
     main(fit_args(tmp_path, tiny_bert))
-    assert validation_metrics(tmp_path) == validation_metrics(uninterrupted)
+    assert run_metrics(tmp_path)["validation"] == run_metrics(uninterrupted)["validation"]
     assert final_validation(tmp_path) == final_validation(uninterrupted)
     first = torch.load(uninterrupted / "checkpoints/last.ckpt", weights_only=True)["state_dict"]
     second = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)["state_dict"]
@@ -157,11 +129,10 @@ def test_a_killed_run_resumes_with_the_same_command(tiny_bert: Path, tmp_path: P
     saved = global_step(last)  # complete: written under another name, then renamed
     assert 0 < saved < EPOCHS * STEPS_PER_EPOCH
 
-    again = seqcls(args)
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = seqcls_output(args, timeout_s=TIMEOUT_S)
     # The newest checkpoint: last.ckpt, or the best one when both hold the saved step.
-    resumed = re.search(r"resuming from (\S+) \(epoch \d+, global step (\d+)\)", again.stderr)
-    assert resumed is not None, again.stderr[-3000:]
+    resumed = re.search(r"resuming from (\S+) \(epoch \d+, global step (\d+)\)", again)
+    assert resumed is not None, again[-3000:]
     assert Path(resumed.group(1)).parent == last.parent
     assert int(resumed.group(2)) == saved
     assert global_step(last) == EPOCHS * STEPS_PER_EPOCH
@@ -179,13 +150,9 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
 ) -> None:
     log = tmp_path / "stopped.log"
     args = fit_args(tmp_path / "run", tiny_bert)
-    victim = start(args, log)
-    wait_for(lambda: b"Ctrl-C or SIGTERM from now on" in log.read_bytes(), victim)
-    time.sleep(0.3)  # a few steps into training, between two validations
-    victim.send_signal(signal.SIGTERM)
-    victim.wait(TIMEOUT_S)
+    status = stopped_a_few_steps_in(args, log, signal.SIGTERM)
     output = log.read_text()
-    assert victim.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert status == 128 + signal.SIGTERM, output[-3000:]
     assert "SIGTERM received: saving a checkpoint after this step" in output
     last = tmp_path / "run/checkpoints/last.ckpt"
     saved = global_step(last)
@@ -198,10 +165,9 @@ def test_sigterm_saves_fails_the_run_and_the_rerun_finishes_like_an_unstopped_on
     assert stopped["steps"] == saved
     assert stopped["exported"] is None
 
-    again = seqcls(args)
-    assert again.returncode == 0, again.stderr[-3000:]
-    resumed = re.search(r"resuming from \S+ \(epoch \d+, global step (\d+)\)", again.stderr)
-    assert resumed is not None, again.stderr[-3000:]
+    again = seqcls_output(args, timeout_s=TIMEOUT_S)
+    resumed = re.search(r"resuming from \S+ \(epoch \d+, global step (\d+)\)", again)
+    assert resumed is not None, again[-3000:]
     assert int(resumed.group(1)) == saved
     assert global_step(last) == EPOCHS * STEPS_PER_EPOCH
     resumed, reference = final_validation(tmp_path / "run"), final_validation(uninterrupted)
@@ -216,13 +182,8 @@ def test_a_resume_with_a_fresh_optimizer_and_schedule_falls_outside_the_toleranc
     uninterrupted: Path, tiny_bert: Path, tmp_path: Path
 ) -> None:
     """The tolerance above can fail: keep only the weights and the step of the stopped run."""
-    log = tmp_path / "stopped.log"
     args = fit_args(tmp_path / "run", tiny_bert)
-    victim = start(args, log)
-    wait_for(lambda: b"Ctrl-C or SIGTERM from now on" in log.read_bytes(), victim)
-    time.sleep(0.3)
-    victim.send_signal(signal.SIGTERM)
-    victim.wait(TIMEOUT_S)
+    stopped_a_few_steps_in(args, tmp_path / "stopped.log", signal.SIGTERM)
     last = tmp_path / "run/checkpoints/last.ckpt"
     state = torch.load(last, weights_only=True)
     assert 0 < state["global_step"] < EPOCHS * STEPS_PER_EPOCH
@@ -231,8 +192,7 @@ def test_a_resume_with_a_fresh_optimizer_and_schedule_falls_outside_the_toleranc
     last.unlink()  # a new file: a stop at a validation may share it with the best checkpoint
     torch.save(state, last)
 
-    again = seqcls(args)
-    assert again.returncode == 0, again.stderr[-3000:]
+    seqcls_output(args, timeout_s=TIMEOUT_S)
     resumed, reference = final_validation(tmp_path / "run"), final_validation(uninterrupted)
     assert abs(resumed["val/loss"] - reference["val/loss"]) > RESUME_TOLERANCE["val/loss"]
 
@@ -247,13 +207,9 @@ def assert_same_weights(run: Path, reference: Path) -> None:
 @pytest.mark.slow
 def test_sigint_stops_the_same_way(tiny_bert: Path, tmp_path: Path) -> None:
     log = tmp_path / "interrupted.log"
-    victim = start(fit_args(tmp_path, tiny_bert), log)
-    wait_for(lambda: b"Ctrl-C or SIGTERM from now on" in log.read_bytes(), victim)
-    time.sleep(0.3)
-    victim.send_signal(signal.SIGINT)
-    victim.wait(TIMEOUT_S)
+    status = stopped_a_few_steps_in(fit_args(tmp_path, tiny_bert), log, signal.SIGINT)
     output = log.read_text()
-    assert victim.returncode == 128 + signal.SIGINT, output[-3000:]
+    assert status == 128 + signal.SIGINT, output[-3000:]
     assert "SIGINT received" in output
     assert "Traceback" not in output
     assert 0 < global_step(tmp_path / "checkpoints/last.ckpt") < EPOCHS * STEPS_PER_EPOCH

@@ -9,50 +9,35 @@ steps, and the end of the run must be the uninterrupted one's, bit for bit, on a
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from cli_runs import sample_fit
 from resume_probe import recorded
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS_PER_EPOCH, EPOCHS = 4, 3
 STOP_AT = 6  # mid-way through the second epoch
 RESUMED = range(STOP_AT, STEPS_PER_EPOCH * EPOCHS)
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same arithmetic in every run of this module
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the same arithmetic in every run
 
 
 def fit(run: Path, model: Path, *callbacks: dict[str, Any]) -> None:
     path = str(run.parent / f"{run.name}.jsonl")
     recorder = {"class_path": "resume_probe.StepRecorder", "init_args": {"path": path}}
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
-        "--model.learning_rate", "1e-3",
-        "--model.dropout", "0.1",  # on (off by default): its random state must resume too
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_train_samples", "64",
-        "--data.batch_size", "16",
-        "--trainer.max_epochs", str(EPOCHS),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        "--trainer.default_root_dir", str(run),
-        "--trainer.callbacks", json.dumps([recorder, *callbacks]),
-    ])  # fmt: skip
+    main(
+        sample_fit(
+            run, model,
+            "--model.learning_rate", "1e-3",
+            "--model.dropout", "0.1",  # on (off by default): its random state must resume too
+            "--trainer.max_epochs", str(EPOCHS),
+            "--trainer.callbacks", json.dumps([recorder, *callbacks]),
+        )
+    )  # fmt: skip
 
 
 def stop(run: Path, model: Path) -> Path:

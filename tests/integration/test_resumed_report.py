@@ -11,29 +11,21 @@ import csv
 import json
 import logging
 import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
+from cli_runs import SAMPLE, run_metrics, sample_fit
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STOP_AT = 5
 STOP = json.dumps([{"class_path": "resume_probe.SigtermAt", "init_args": {"step": STOP_AT}}])
 SPLITS = ["validation_first", "validation_second"]
 REPORT_FILES = ["per_class.csv", "most_wrong.csv"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -52,30 +44,17 @@ def validation_sets(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def fit(run: Path, model: Path, validation: str, *extra: str) -> None:
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    main(sample_fit(
+        run, model,
         "--model.learning_rate", "3e-2",
         # The tiny model's own dropout: the curve whose best validation comes before the stop.
         "--model.dropout", "0.1",
-        "--data.train_file", str(SAMPLE / "train.csv"),
         "--data.validation_file", validation,
-        "--data.max_train_samples", "64",
-        "--data.batch_size", "16",
         "--data.cache_dir", str(run.parent / "cache"),
         "--trainer.max_epochs", "2",
         "--trainer.val_check_interval", "2",
-        "--trainer.default_root_dir", str(run),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
         *extra,
-    ])  # fmt: skip
-
-
-def metrics(run: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((run / "metrics.json").read_text())
-    return result
+    ))  # fmt: skip
 
 
 def saved_temperature(run: Path) -> float:
@@ -120,7 +99,7 @@ def test_a_fit_resumed_after_its_best_checkpoint_reports_and_calibrates_that_che
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reference_run, expected_warnings = uninterrupted
-    reference = metrics(reference_run)
+    reference = run_metrics(reference_run)
     # The premise: the best checkpoint comes before the stop, no later validation beats it.
     assert reference["best"]["step"] < STOP_AT
 
@@ -142,7 +121,7 @@ def test_a_fit_resumed_after_its_best_checkpoint_reports_and_calibrates_that_che
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, validation_sets, "--trainer.callbacks", STOP)  # the same command
     assert f"global step {STOP_AT})" in caplog.text  # it resumed after the best checkpoint
-    resumed = metrics(run)
+    resumed = run_metrics(run)
     assert resumed["fit"]["status"] == "finished"
     assert resumed["best"] == reference["best"]
     for split in SPLITS:

@@ -15,12 +15,11 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import yaml
+from cli_runs import run_metrics, sample_fit
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STEPS_PER_EPOCH = 4
 
 
@@ -39,24 +38,7 @@ class FailAtStep2(pl.Callback):
 
 
 def fit(run: Path, model: Path, *extra: str) -> None:
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_train_samples", "64",
-        "--data.cache_dir", str(run.parent / "cache"),
-        "--trainer.default_root_dir", str(run),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
-        *extra,
-    ])  # fmt: skip
-
-
-def metrics(run: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads((run / "metrics.json").read_text())
-    return result
+    main(sample_fit(run, model, "--data.cache_dir", str(run.parent / "cache"), *extra))
 
 
 def validation_steps(run: Path) -> list[int]:
@@ -72,7 +54,7 @@ def test_max_steps_before_the_first_validation_validates_the_exported_weights(
     run = tmp_path / "run"
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3")
-    result = metrics(run)
+    result = run_metrics(run)
     assert result["fit"] == {
         "status": "finished", "steps": 3, "exported": "best checkpoint", "validated": True,
     }  # fmt: skip
@@ -86,7 +68,7 @@ def test_max_steps_before_the_first_validation_validates_the_exported_weights(
         "--ckpt_path", str(run / "checkpoints/last.ckpt"),
         "--trainer.default_root_dir", str(out),
     ])  # fmt: skip
-    validated = metrics(out)["validation"]
+    validated = run_metrics(out)["validation"]
     for name in ["accuracy", "macro_f1", "loss"]:
         assert validated[name] == pytest.approx(result["validation"][name], abs=1e-5), name
     assert "Validation metrics of model/ (best checkpoint, step 3)" in caplog.text
@@ -100,7 +82,7 @@ def test_the_final_weights_compete_for_best_without_a_second_validation(
     fit(run, tiny_bert, "--trainer.max_steps", "6", "--checkpoint.monitor", "step",
         "--checkpoint.mode", "max")  # fmt: skip
     assert validation_steps(run) == [STEPS_PER_EPOCH, 6]
-    assert metrics(run)["best"]["step"] == 6
+    assert run_metrics(run)["best"]["step"] == 6
     assert torch.load(run / "checkpoints/best-epoch1-step6.ckpt", weights_only=True)
     # Ending on an epoch's end, validated on schedule: once, not twice.
     run = tmp_path / "epoch-end"
@@ -114,7 +96,7 @@ def test_an_epoch_the_schedule_skips_is_validated_when_it_is_the_last(
     fit(tmp_path / "run", tiny_bert, "--trainer.max_epochs", "3",
         "--trainer.check_val_every_n_epoch", "2")  # fmt: skip
     assert validation_steps(tmp_path / "run") == [2 * STEPS_PER_EPOCH, 3 * STEPS_PER_EPOCH]
-    assert metrics(tmp_path / "run")["fit"]["validated"] is True
+    assert run_metrics(tmp_path / "run")["fit"]["validated"] is True
 
 
 def test_with_validation_off_metrics_json_says_so(
@@ -124,7 +106,7 @@ def test_with_validation_off_metrics_json_says_so(
     off = "--trainer.limit_val_batches", "0", "--trainer.enable_checkpointing", "false"
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3", *off)
-    result = metrics(run)
+    result = run_metrics(run)
     assert set(result) == {"fit"}
     assert result["fit"]["exported"] == "final weights"
     assert result["fit"]["validated"] is False
@@ -148,7 +130,7 @@ def test_a_validation_fraction_of_0_trains_on_every_row_and_validates_nothing(
     with caplog.at_level(logging.INFO, logger="seqcls"):
         fit(run, tiny_bert, "--trainer.max_steps", "3", *every_row)
     assert "--data.validation_fraction 0: every training row trains" in caplog.text
-    result = metrics(run)
+    result = run_metrics(run)
     assert set(result) == {"fit"}
     assert (result["fit"]["exported"], result["fit"]["validated"]) == ("final weights", False)
     assert "--data.validation_fraction 0 with no validation set" in result["fit"]["note"]
@@ -179,7 +161,7 @@ def test_a_sigterm_leaves_metrics_json_with_the_best_so_far(
     with pytest.raises(SystemExit) as stopped:
         fit(run, tiny_bert, *args)
     assert stopped.value.code == 128 + signal.SIGTERM
-    result = metrics(run)
+    result = run_metrics(run)
     assert result["fit"]["status"] == "stopped by SIGTERM"
     assert result["fit"]["steps"] == 2
     assert result["fit"]["exported"] is None
@@ -198,7 +180,7 @@ def test_a_failed_fit_leaves_metrics_json_that_says_why(tmp_path: Path, tiny_ber
     extra = "--trainer.val_check_interval", "1", "--trainer.callbacks+=test_run_end.FailAtStep2"
     with pytest.raises(RuntimeError, match="out of memory"):
         fit(run, tiny_bert, *extra)
-    result = metrics(run)
+    result = run_metrics(run)
     assert result["fit"]["status"] == "failed: RuntimeError: out of memory"
     assert result["fit"]["validated"] is False
     assert result["best"]["step"] == 1
@@ -212,7 +194,7 @@ def test_a_fit_that_fails_before_its_first_checkpoint_says_it_starts_over(
     with pytest.raises(RuntimeError, match="out of memory"):
         fit(run, tiny_bert, "--trainer.callbacks+=test_run_end.FailAtStep2")
     assert not list((run / "checkpoints").glob("*.ckpt"))
-    note = metrics(run)["fit"]["note"]
+    note = run_metrics(run)["fit"]["note"]
     assert "last.ckpt" not in note
     assert note.endswith("no checkpoint was saved, so the same command again starts the run over")
 
@@ -243,7 +225,7 @@ def test_the_model_card_command_trains_the_same_model_again(
     main([subcommand, *args])
     again = json.loads(Path("runs/again/metrics.json").read_text())["validation"]
     for name in ["accuracy", "macro_f1", "loss"]:
-        assert again[name] == metrics(run)["validation"][name], name
+        assert again[name] == run_metrics(run)["validation"][name], name
 
 
 def test_a_resumed_run_reports_the_best_checkpoint_it_did_not_validate_itself(
@@ -253,9 +235,9 @@ def test_a_resumed_run_reports_the_best_checkpoint_it_did_not_validate_itself(
     first_is_best = "--checkpoint.monitor", "step", "--checkpoint.mode", "min"
     run = tmp_path / "run"
     fit(run, tiny_bert, *first_is_best, "--trainer.max_epochs", "2")
-    before = metrics(run)
+    before = run_metrics(run)
     fit(run, tiny_bert, *first_is_best, "--trainer.max_epochs", "3")  # resumes at step 8
-    after = metrics(run)
+    after = run_metrics(run)
     assert after["best"] == before["best"] == {"epoch": 0, "step": STEPS_PER_EPOCH}
     for name in ["accuracy", "macro_f1", "loss"]:
         assert after["validation"][name] == before["validation"][name], name

@@ -3,19 +3,15 @@ copied to the bucket after each trial and back at the next start, which resumes 
 
 import csv
 import io
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
 import pytest
 import yaml
-from gcs_emulator import available, emulated_gcs
+from cli_runs import SAMPLE, seqcls_output
+from gcs_emulator import bucket_for_runs
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 BUCKET = "seqcls-tune"
 RUN = f"gs://{BUCKET}/search"
 TIMEOUT_S = 300
@@ -25,11 +21,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFileSystem]:
-    if not available():
-        pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
-    with emulated_gcs(BUCKET), pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SEQCLS_CACHE", str(tmp_path_factory.mktemp("cache")))
-        yield fsspec.filesystem("gs")
+    with bucket_for_runs(BUCKET, tmp_path_factory.mktemp("cache")) as fs:
+        yield fs
 
 
 def tune(model: Path, work: Path, trials: int) -> str:
@@ -48,15 +41,7 @@ def tune(model: Path, work: Path, trials: int) -> str:
         "--tune.space", str(space),
         "--tune.n_trials", str(trials),
     ]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "seqcls.cli", *args],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout + done.stderr
+    return seqcls_output(args, timeout_s=TIMEOUT_S)
 
 
 def test_the_study_lives_in_the_bucket_and_resumes(
@@ -88,12 +73,10 @@ def test_trials_read_back_from_the_bucket_agree_with_the_search(
     """``--tune.collect`` on trial run directories in a bucket, as a Vertex AI tuning job
     leaves them: the same best parameters as the search that ran them."""
     tune(tiny_bert, tmp_path, 3)  # resumes the study above, or runs it when alone
-    done = subprocess.run(
-        [sys.executable, "-m", "seqcls.cli", "tune", "--tune.collect", f"{RUN}/trials",
-         "--tune.space", str(tmp_path / "space.yaml")],
-        capture_output=True, text=True, timeout=TIMEOUT_S,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-4000:]
+    seqcls_output(
+        ["tune", "--tune.collect", f"{RUN}/trials", "--tune.space", str(tmp_path / "space.yaml")],
+        timeout_s=TIMEOUT_S,
+    )
     gcs.invalidate_cache()
     search = gcs.cat_file(f"{BUCKET}/search/best.yaml").decode()
     collected = gcs.cat_file(f"{BUCKET}/search/trials/best.yaml").decode()
