@@ -1,7 +1,8 @@
-"""The sharded strategies (DeepSpeed ZeRO 2, FSDP full shard): parsed, checked, run if possible.
+"""The sharded strategies (DeepSpeed ZeRO 2, FSDP full shard): parsed, and checked.
 
 Neither runs here: both need CUDA GPUs (and DeepSpeed its package). What can be checked on a
-CPU here is that the real CLI builds each stack as written; the DeepSpeed lane
+CPU here is that the real CLI builds each stack as written, and refuses FSDP on CPU processes
+in one line; the DeepSpeed lane
 (tests/zero, ``bash scripts/test.sh --deepspeed``) runs DeepSpeed's own config checker on the
 config Lightning makes of deepspeed.yaml, and reads back real ZeRO checkpoint folders.
 """
@@ -12,8 +13,8 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import yaml
+from cli_runs import REPO, sample_fit
 
-REPO = Path(__file__).resolve().parents[2]
 TRAINER = REPO / "configs" / "trainer"
 
 
@@ -50,11 +51,27 @@ def test_the_real_cli_stacks_each_strategy_on_gpu_yaml(
         assert trainer["strategy"]["init_args"][key] == value
 
 
-def test_fsdp_with_two_cpu_processes() -> None:
-    try:
+def test_fsdp_on_two_cpu_processes_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tiny_bert: Path, tmp_path: Path
+) -> None:
+    """Lightning runs FSDP on CUDA GPUs only, and says so in a traceback from inside the
+    Trainer; seqcls refuses the same options in one line before any process starts."""
+    from seqcls.cli import main
+
+    with pytest.raises(ValueError, match="requires a GPU accelerator"):
         pl.Trainer(accelerator="cpu", devices=2, strategy="fsdp", logger=False)
-    except ValueError as error:
-        if "requires a GPU accelerator" in str(error):
-            pytest.skip(f"pytorch-lightning {pl.__version__} runs FSDP only on CUDA GPUs: {error}")
-        raise
-    pytest.fail("Lightning now accepts FSDP on CPU: run a 2-process gloo fit here")
+    on_two_cpus = ["--trainer.accelerator", "cpu", "--trainer.devices", "2"]
+    with pytest.raises(SystemExit) as done:
+        main(sample_fit(tmp_path / "run", tiny_bert, *on_two_cpus, "--trainer.strategy", "fsdp"))
+    assert done.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert (
+        error.strip()
+        .splitlines()[-1]
+        .startswith(
+            "seqcls: error: --trainer.strategy fsdp: FSDP shards the model across CUDA GPUs, and "
+            "this run has none (--trainer.accelerator cpu)"
+        )
+    )
+    assert not (tmp_path / "run").exists()
