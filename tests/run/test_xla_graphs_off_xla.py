@@ -1,11 +1,13 @@
 """Off XLA, what keeps a TPU run's graphs stable changes nothing (seqcls.run.fit.xla_graphs)."""
 
 import contextlib
+import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from pytorch_lightning.accelerators import CPUAccelerator
+from pytorch_lightning.accelerators import CPUAccelerator, XLAAccelerator
+from sample_data import fake_trainer
 
 from seqcls.cli import main
 from seqcls.run.checkpoints.saving import BestCheckpoint
@@ -25,9 +27,31 @@ def test_the_command_sets_xla_scalars_as_data_unless_told(monkeypatch: pytest.Mo
     assert os.environ["XLA_NO_SPECIAL_SCALARS"] == "0"
 
 
-def test_evaluation_batches_are_left_alone_off_xla() -> None:
-    trainer = SimpleNamespace(accelerator=CPUAccelerator())
-    EndEvaluationGraphs().on_predict_batch_end(trainer, None, None, None, 0)
+def test_evaluation_batches_are_left_alone_off_xla(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off XLA, each evaluation hook leaves its batch and outputs as they were and syncs
+    nothing; on XLA (torch_xla stood in for) each one ends the batch's graph."""
+    synced: list[bool] = []
+    monkeypatch.setitem(sys.modules, "torch_xla", SimpleNamespace(sync=lambda: synced.append(True)))
+    batch = {
+        "input_ids": torch.arange(12).reshape(3, 4),
+        "attention_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 0, 0]]),
+        "labels": torch.tensor([0, 1, 0]),
+    }
+    outputs = {"logits": torch.randn(3, 2)}
+    before = {name: tensor.clone() for name, tensor in {**batch, **outputs}.items()}
+    callback = EndEvaluationGraphs()
+    hooks = [
+        callback.on_validation_batch_end, callback.on_test_batch_end, callback.on_predict_batch_end,
+    ]  # fmt: skip
+    for hook in hooks:
+        hook(fake_trainer(CPUAccelerator), None, outputs, batch, 0)
+    assert synced == []
+    for name, tensor in {**batch, **outputs}.items():
+        assert tensor.shape == before[name].shape, name
+        assert torch.equal(tensor, before[name]), name
+    for hook in hooks:
+        hook(fake_trainer(XLAAccelerator), None, outputs, batch, 0)
+    assert synced == [True] * len(hooks)
 
 
 def test_the_best_checkpoint_copies_scores_and_keeps_epoch_and_step() -> None:
