@@ -6,6 +6,7 @@ shares is not oversubscribed) and finds the test-only callbacks of this folder
 (``resume_probe``) on its path.
 """
 
+import csv
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 SAMPLE = REPO / "data" / "sample"
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 # DDP on two CPU processes (gloo).
 DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
 
@@ -37,8 +39,7 @@ def sample_fit(run: Path | str, model: Path | str, *extra: str) -> list[str]:
         "--data.validation_file", str(SAMPLE / "validation.csv"),
         "--data.max_train_samples", "64",
         "--trainer.default_root_dir", str(run),
-        "--trainer.enable_progress_bar", "false",
-        "--trainer.enable_model_summary", "false",
+        *QUIET,
         *extra,
     ]  # fmt: skip
 
@@ -128,3 +129,9 @@ def run_metrics(run: Path) -> dict[str, Any]:
     """What the run directory ``run`` says in its metrics.json."""
     metrics: dict[str, Any] = json.loads((run / "metrics.json").read_text())
     return metrics
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of the CSV file ``path`` (a run's predictions or report, or its input)."""
+    with path.open(newline="") as stream:
+        return list(csv.DictReader(stream))

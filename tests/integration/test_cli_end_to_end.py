@@ -1,6 +1,5 @@
 """The real ``seqcls`` CLI on CPU with a tiny model: fit, then every file the run writes."""
 
-import csv
 import json
 import re
 import shutil
@@ -9,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from cli_runs import SAMPLE, sample_fit
+from cli_runs import SAMPLE, read_rows, sample_fit
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import pipeline
 
@@ -40,11 +39,6 @@ def run(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Path:
 def best_checkpoint(run: Path) -> Path:
     (best,) = (run / "checkpoints").glob("best-*.ckpt")
     return best
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as stream:
-        return list(csv.DictReader(stream))
 
 
 def test_run_directory_has_every_output(run: Path) -> None:

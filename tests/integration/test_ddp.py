@@ -4,16 +4,23 @@ The row counts are odd on purpose: a DistributedSampler would pad the last round
 repeated row, and metrics or predictions that counted it would differ from one process.
 """
 
-import csv
 from pathlib import Path
 
 import pytest
-from cli_runs import DDP, SAMPLE, first_rows, run_metrics, seqcls_bounded, seqcls_output
+from cli_runs import (
+    DDP,
+    QUIET,
+    SAMPLE,
+    first_rows,
+    read_rows,
+    run_metrics,
+    seqcls_bounded,
+    seqcls_output,
+)
 from transformers import AutoTokenizer
 
 from seqcls.cli import main
 
-QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 TIMEOUT_S = 420
 
 
@@ -37,11 +44,6 @@ def validate_and_predict_both_ways(
             command, *args, *extra, "--trainer.devices", "1", "--trainer.strategy", "auto",
             *QUIET, "--trainer.default_root_dir", str(work / f"{name}-{command}-one"),
         ])  # fmt: skip
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as stream:
-        return list(csv.DictReader(stream))
 
 
 @pytest.fixture(scope="module")

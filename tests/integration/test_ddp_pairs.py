@@ -4,8 +4,8 @@ equal one process's, each row once and in input order."""
 from pathlib import Path
 
 import pytest
-from cli_runs import SAMPLE, first_rows, run_metrics
-from test_ddp import QUIET, read_rows, validate_and_predict_both_ways
+from cli_runs import QUIET, SAMPLE, first_rows, read_rows, run_metrics
+from test_ddp import validate_and_predict_both_ways
 
 from seqcls.cli import main
 

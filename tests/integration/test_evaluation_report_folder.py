@@ -5,11 +5,9 @@ own report stays as it was."""
 import json
 from pathlib import Path
 
-from seqcls.cli import main
+from cli_runs import QUIET, SAMPLE, sample_fit
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
-QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+from seqcls.cli import main
 
 
 def folders(path: Path) -> set[str]:
@@ -20,18 +18,12 @@ def test_a_later_evaluation_leaves_no_folder_of_the_earlier_in_its_report(
     tmp_path: Path, tiny_bert: Path
 ) -> None:
     run = tmp_path / "run"
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(tiny_bert),
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
+    main(sample_fit(
+        run, tiny_bert,
         "--data.max_train_samples", "32",
         "--data.cache_dir", str(tmp_path / "cache"),
-        "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", "1",
-        *QUIET,
-    ])  # fmt: skip
+    ))  # fmt: skip
     fits_report = {p.name: p.read_bytes() for p in (run / "report/validation").iterdir()}
 
     def validate(*validation: str) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_runs import SAMPLE
-from test_cli_end_to_end import LABELS, fit_args, read_rows
+from cli_runs import SAMPLE, read_rows
+from test_cli_end_to_end import LABELS, fit_args
 
 from seqcls.cli import main
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runs import read_rows
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.cli import main
@@ -42,11 +43,6 @@ def write_csv(path: Path, rows: list[dict[str, str]]) -> str:
         writer.writeheader()
         writer.writerows(rows)
     return str(path)
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as stream:
-        return list(csv.DictReader(stream))
 
 
 def seqcls(command: str, run_dir: Path, *extra: str) -> None:

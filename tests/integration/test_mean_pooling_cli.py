@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_runs import SAMPLE
-from test_cli_end_to_end import LABELS, best_checkpoint, fit_args, predict, read_rows
+from cli_runs import SAMPLE, read_rows
+from test_cli_end_to_end import LABELS, best_checkpoint, fit_args, predict
 from tiny_models import as_sentence_encoder
 from transformers import AutoTokenizer, pipeline
 

@@ -12,36 +12,24 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_runs import QUIET, SAMPLE, read_rows, sample_fit
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from seqcls.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
-QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as stream:
-        return list(csv.DictReader(stream))
 
 
 def fit(run: Path, model: Path, *extra: str) -> Path:
-    main([
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
+    main(sample_fit(
+        run, model,
         "--model.learning_rate", "3e-3",
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
         "--data.max_train_samples", "96",
         "--data.cache_dir", str(run.parent / "cache"),
-        "--trainer.default_root_dir", str(run),
         "--trainer.max_epochs", "2",
-        *QUIET, *extra,
-    ])  # fmt: skip
+        *extra,
+    ))  # fmt: skip
     return run
 
 

@@ -1,18 +1,13 @@
 """The report's files from rows given directly: every problem type, without training."""
 
-import csv
 from pathlib import Path
 
 import pytest
 import torch
+from cli_runs import read_rows
 
 from seqcls.data.labels import LabelSpace
 from seqcls.run.report.files import Rows, write_report
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as stream:
-        return list(csv.DictReader(stream))
 
 
 def texts(indices: list[int]) -> list[str]:
