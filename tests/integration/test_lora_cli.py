@@ -3,15 +3,13 @@ and the merged export that scores as the fit did, with its adapter loadable by p
 
 import csv
 import json
-import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from cli_runs import REPO, SAMPLE, seqcls_bounded
 from peft import PeftModel
-from process_group import seqcls_bounded
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -24,17 +22,10 @@ from seqcls.cli import main
 from seqcls.errors import ConfigurationError
 from seqcls.run.checkpoints.resume import StartPoint, check_same_optimizer
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE = REPO / "data" / "sample"
 STOP_AT = 3  # of 2 epochs of 2 steps: mid-way through the second epoch
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same arithmetic in every run of this module
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the same arithmetic in every run
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +173,6 @@ def test_a_ddp_lora_fit_checkpoints_adapters_and_scores_exactly(
     """Two processes (gloo): the checkpoint holds what trains, and model/ validated in one
     process gives the metrics the fit gathered from both."""
     run = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = seqcls_bounded(
         [
             "fit", "--config", str(REPO / "configs/local.yaml"),
@@ -195,7 +185,7 @@ def test_a_ddp_lora_fit_checkpoints_adapters_and_scores_exactly(
             "--trainer.devices", "2", "--trainer.strategy", "ddp",
             "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
         ],
-        timeout_s=420, env=env, cwd=tmp_path,
+        timeout_s=420, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Effective batch size 16 = 8 per device x 2 device(s)" in done.stdout
