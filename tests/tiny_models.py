@@ -157,19 +157,10 @@ def _bert_words(texts: Iterable[str]) -> Iterator[str]:
             yield word
 
 
-def build_tiny_bert(
-    out_dir: Path,
-    *,
-    corpus: Iterable[str] | None = None,
-    max_length: int = 64,
-    seed: int = 0,
-) -> Path:
-    """Write a tiny random ``BertModel`` and its WordPiece fast tokenizer to ``out_dir``."""
-    _check_max_length(max_length)
-    out_dir = Path(out_dir)
-    texts = _corpus_list(corpus)
-    pad, unk, cls, sep, mask = BERT_SPECIAL_TOKENS
-
+def train_wordpiece(texts: list[str]) -> Tokenizer:
+    """A BERT-style WordPiece tokenizer trained on ``texts``: lower-casing, ``[CLS] A [SEP]``
+    (``[CLS] A [SEP] B [SEP]`` for pairs), its special tokens ``BERT_SPECIAL_TOKENS``."""
+    cls, sep, unk = BERT_SPECIAL_TOKENS[2], BERT_SPECIAL_TOKENS[3], BERT_SPECIAL_TOKENS[1]
     backend = _bert_pipeline(Tokenizer(models.WordPiece(unk_token=unk)))
     # The WordPiece trainer creates the "##x" continuation tokens in hash-map order, and their ids
     # break ties between equally frequent merges, so the learned vocabulary can differ from one
@@ -196,6 +187,23 @@ def build_tiny_bert(
         pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
         special_tokens=[(cls, cls_id), (sep, sep_id)],
     )
+    return backend
+
+
+def build_tiny_bert(
+    out_dir: Path,
+    *,
+    corpus: Iterable[str] | None = None,
+    max_length: int = 64,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny random ``BertModel`` and its WordPiece fast tokenizer to ``out_dir``."""
+    _check_max_length(max_length)
+    out_dir = Path(out_dir)
+    texts = _corpus_list(corpus)
+    pad, unk, cls, sep, mask = BERT_SPECIAL_TOKENS
+
+    backend = train_wordpiece(texts)
 
     tokenizer = BertTokenizerFast(
         tokenizer_object=backend,
@@ -226,6 +234,31 @@ def build_tiny_bert(
     return out_dir
 
 
+def train_byte_level_bpe(
+    texts: list[str], special_tokens: Iterable[str], *, mask: str | None = None
+) -> Tokenizer:
+    """A byte-level BPE tokenizer (GPT-2's and RoBERTa's kind) trained on ``texts``, with
+    ``special_tokens`` first in id order; ``mask``, as in roberta-base, absorbs the space before
+    it. It adds no special token around a text: set a post-processor for that."""
+    backend = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix=""))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=_VOCAB_SIZE,
+        min_frequency=1,
+        # As in roberta-base, "<mask>" absorbs the space before it.
+        special_tokens=[
+            AddedToken(token, lstrip=token == mask, special=True) for token in special_tokens
+        ],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # No continuation prefix here: every initial token comes from the sorted byte alphabet, so
+    # training is deterministic as it is.
+    backend.train_from_iterator(texts, trainer=trainer)
+    return backend
+
+
 def build_tiny_roberta(
     out_dir: Path,
     *,
@@ -239,23 +272,7 @@ def build_tiny_roberta(
     texts = _corpus_list(corpus)
     bos, pad, eos, unk, mask = ROBERTA_SPECIAL_TOKENS
 
-    backend = Tokenizer(models.BPE(continuing_subword_prefix="", end_of_word_suffix=""))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=_VOCAB_SIZE,
-        min_frequency=1,
-        # As in roberta-base, "<mask>" absorbs the space before it.
-        special_tokens=[
-            AddedToken(token, lstrip=token == mask, special=True)
-            for token in ROBERTA_SPECIAL_TOKENS
-        ],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    # No continuation prefix here: every initial token comes from the sorted byte alphabet, so
-    # training is deterministic as it is.
-    backend.train_from_iterator(texts, trainer=trainer)
+    backend = train_byte_level_bpe(texts, ROBERTA_SPECIAL_TOKENS, mask=mask)
     # Positional arguments: the keyword for the CLS pair differs between tokenizers releases.
     backend.post_processor = processors.RobertaProcessing(
         (eos, backend.token_to_id(eos)),
