@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizerBase
 from seqcls.cloud.storage import default_cache_dir
 from seqcls.data.loaders import Collate, eval_loader, train_loader
 from seqcls.data.model_files import load_tokenizer
+from seqcls.data.padding_token import with_padding_token
 from seqcls.data.selection import holds_out_nothing
 from seqcls.data.sources import SplitSources
 
@@ -73,7 +74,8 @@ class TextDataModule(pl.LightningDataModule):
 
     @cached_property
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        return load_tokenizer(self.tokenizer_name_or_path)
+        tokenizer = load_tokenizer(self.tokenizer_name_or_path)
+        return with_padding_token(tokenizer, str(self.tokenizer_name_or_path))
 
     @property
     def monitor(self) -> tuple[str, Literal["min", "max"]] | None:

@@ -32,7 +32,12 @@ from transformers import AutoModelForSequenceClassification, PretrainedConfig, P
 from seqcls.data.labels import LabelSpace
 from seqcls.model.calibration import CONFIG_KEY as CALIBRATION_KEY
 from seqcls.model.layers import reinitialise
-from seqcls.model.pretrained import checkpoint_config, dropout_settings, load_for_training
+from seqcls.model.pretrained import (
+    checkpoint_config,
+    dropout_settings,
+    load_for_training,
+    match_padding_token,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,8 @@ def load_classifier(
 ) -> tuple[PreTrainedModel, LabelLayerPlan]:
     """A sequence classifier for ``labels`` from ``name_or_path``, in training mode: the
     checkpoint's weights, and a label layer kept, reordered or new (``set_up_label_layer``),
-    with where that layer came from. ``dropout``: every dropout rate, unset: the checkpoint's."""
+    with where that layer came from. ``dropout``: every dropout rate, unset: the checkpoint's.
+    A config without a padding token gets its tokenizer's (``match_padding_token``)."""
     config = checkpoint_config(name_or_path)  # read once: the dropout names and the labels
     rates = dropout_settings(config, dropout) if dropout is not None else {}
     model = load_for_training(
@@ -80,6 +86,7 @@ def load_classifier(
         # A layer of another size is made new here; set_up_label_layer sees to the rest.
         ignore_mismatched_sizes=True,
     )
+    match_padding_token(model, name_or_path)
     where = f"--model.model_name_or_path {name_or_path}"
     return model, set_up_label_layer(model, config, labels, where)
 

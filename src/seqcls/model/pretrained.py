@@ -11,6 +11,8 @@ from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
 from seqcls.cloud.storage import default_cache_dir, local_model_dir
 from seqcls.data.loaders import padding_id
+from seqcls.data.model_files import load_tokenizer
+from seqcls.data.padding_token import padding_stand_in
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.option_ranges import check_range
 
@@ -38,6 +40,20 @@ def load_for_training(
     if gradient_checkpointing:
         enable_gradient_checkpointing(model)
     return model
+
+
+def match_padding_token(model: PreTrainedModel, name_or_path: str) -> None:
+    """Give ``model``'s config the id its tokenizer pads with, where the config has none: a
+    decoder's head finds each row's last real token by it (``data/padding_token.py``)."""
+    if model.config.pad_token_id is not None:
+        return
+    tokenizer = load_tokenizer(name_or_path)
+    token = tokenizer.pad_token
+    if token is None:
+        stand_in = padding_stand_in(tokenizer)
+        token = stand_in[0] if stand_in else None
+    if token is not None:
+        model.config.pad_token_id = tokenizer.convert_tokens_to_ids(token)
 
 
 def checkpoint_config(name_or_path: str) -> PretrainedConfig:
@@ -131,3 +147,41 @@ def first_position_id(model: PreTrainedModel) -> int:
     finally:
         handle.remove()
     return seen[0] if seen else 0
+
+
+def probe_rows(
+    model: PreTrainedModel, lengths: tuple[int, ...] = (7, 4)
+) -> dict[str, torch.Tensor]:
+    """A padded batch of random rows of ``lengths`` tokens, on ``model``'s device, to check a
+    fast path against the model's own forward: no row holds the padding token, which
+    RoBERTa-family models give no position and decoders take for the end of a row."""
+    generator = torch.Generator().manual_seed(0)
+    pad = int(getattr(model.config, "pad_token_id", None) or 0)
+    ids = torch.full((len(lengths), max(lengths)), pad)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        tokens = torch.randint(0, model.config.vocab_size - 1, (length,), generator=generator)
+        ids[row, :length] = tokens + (tokens >= pad).long()
+        mask[row, :length] = 1
+    device = next(model.parameters()).device
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+
+
+def same_logits(found: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether a fast path's logits are the model's own, to float rounding."""
+    scale = float(expected.abs().max()) + 1e-6
+    return found.shape == expected.shape and float((found - expected).abs().max()) <= 1e-4 * scale
+
+
+def reads_both_ways(model: PreTrainedModel) -> bool:
+    """Whether a token's encoding depends on the tokens after it (an encoder's does, a
+    decoder's does not): two random rows alike but in their last token, their first tokens'
+    encodings compared."""
+    batch = probe_rows(model, lengths=(5, 5))
+    ids = batch["input_ids"]
+    ids[1, :4] = ids[0, :4]
+    if ids[1, 4] == ids[0, 4]:
+        ids[1, 4] = ids[0, 3]  # the rows' last tokens must differ; no row holds padding
+    with evaluating(model), torch.no_grad():
+        first = model.base_model(**batch).last_hidden_state[:, 0]
+    return not torch.allclose(first[0], first[1])
