@@ -7,13 +7,28 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrai
 from seqcls.errors import ConfigurationError
 from seqcls.model.classifier import SequenceClassifier
 from seqcls.model.first_token import (
-    FIRST_TOKEN_MODEL_TYPES,
     compute_last_layer_for_first_token,
     cuts_last_layer,
     resolve_first_token_only,
     supports_first_token_only,
 )
 
+# The architectures whose last layer the cut fits: each one's head reads position 0 alone.
+CUT_MODEL_TYPES = [
+    "bert",
+    "camembert",
+    "data2vec-text",
+    "deberta",
+    "deberta-v2",
+    "electra",
+    "ernie",
+    "megatron-bert",
+    "rembert",
+    "roberta",
+    "roberta-prelayernorm",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+]
 TINY = {
     "vocab_size": 100,
     "hidden_size": 32,
@@ -50,7 +65,7 @@ def loss_and_gradients(model: PreTrainedModel) -> tuple[torch.Tensor, dict[str, 
     return output.logits.detach(), gradients
 
 
-@pytest.mark.parametrize("model_type", sorted(FIRST_TOKEN_MODEL_TYPES))
+@pytest.mark.parametrize("model_type", CUT_MODEL_TYPES)
 def test_first_token_only_keeps_logits_and_every_gradient(model_type: str) -> None:
     model = tiny_model(model_type)  # eval mode: no dropout, so both passes are comparable
     assert supports_first_token_only(model)
@@ -79,7 +94,19 @@ def test_applying_twice_cuts_once() -> None:
     torch.testing.assert_close(loss_and_gradients(model)[0], logits)
 
 
-@pytest.mark.parametrize("model_type", ["distilbert", "albert", "mpnet"])
+def test_a_head_that_reads_more_than_the_first_token_is_left_whole() -> None:
+    """Laid out as BERT's, but its pooler reads every token's mean: the check on random rows
+    finds that the cut changes the logits, so the model computes every token."""
+    model = tiny_model("bert")
+    pooler = model.bert.pooler
+    pooler.forward = lambda hidden: pooler.activation(pooler.dense(hidden.mean(dim=1)))
+    assert not supports_first_token_only(model)
+    assert resolve_first_token_only(model, None) is False
+    with pytest.raises(ConfigurationError, match=r"last_layer_first_token_only true: this bert"):
+        resolve_first_token_only(model, True)
+
+
+@pytest.mark.parametrize("model_type", ["distilbert", "albert", "mpnet", "gpt2", "llama"])
 def test_other_architectures_are_left_whole(model_type: str) -> None:
     model = tiny_model(model_type)
     assert not supports_first_token_only(model)

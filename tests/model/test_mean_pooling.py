@@ -31,6 +31,7 @@ from seqcls.model.mean_pooling import (
     pool_by_mean,
     pools_by_mean,
     resolve_pooling,
+    supports_mean_pooling,
     use_pooling,
 )
 from seqcls.model.packed_forward import PackedForward
@@ -184,11 +185,13 @@ def test_auto_follows_the_checkpoint_and_unset_a_fine_tuned_models_config(
     assert resolve_pooling(reloaded, str(tmp_path / "fine-tuned"), "first_token") == "first_token"
 
 
-def test_unsupported_architectures_and_a_first_token_cut_are_refused() -> None:
-    distilbert = tiny_model("distilbert", cut=False)
-    assert resolve_pooling(distilbert, "x", "auto") == "first_token"
-    with pytest.raises(ConfigurationError, match=r"--model\.pooling mean: 'distilbert'"):
-        resolve_pooling(distilbert, "x", "mean")
+@pytest.mark.parametrize("model_type", ["distilbert", "gpt2"])
+def test_unsupported_architectures_and_a_first_token_cut_are_refused(model_type: str) -> None:
+    model = tiny_model(model_type, cut=False)
+    assert not supports_mean_pooling(model)
+    assert resolve_pooling(model, "x", "auto") == "first_token"
+    with pytest.raises(ConfigurationError, match=rf"--model\.pooling mean: this {model_type} "):
+        resolve_pooling(model, "x", "mean")
     with pytest.raises(ConfigurationError, match=r"--model\.pooling first_token"):
         resolve_first_token_only(tiny_model("bert", cut=False), True, every_token=True)
     assert resolve_first_token_only(tiny_model("bert", cut=False), None, every_token=True) is False

@@ -93,7 +93,8 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
                 model has one) before training, instead of starting them from their
                 pretrained weights (Zhang et al. 2021). 0: none. Unset: 1 where the model
                 starts from a pretrained encoder (no classification head in the checkpoint)
-                and its head reads the first token; else 0 (docs/results.md).
+                and its head reads the first token; else 0, decoders included
+                (docs/results.md).
             adam_betas: AdamW's decay rates of its first and second moment estimates.
             adam_epsilon: AdamW's epsilon, added to the root of the second moment.
             class_weights: Single-label only: weigh each label's rows in the training loss.

@@ -8,42 +8,30 @@ attention output projection, feed-forward block and layer norms run on the first
 alone. For a 6-layer MiniLM that drops about an eighth of the training FLOPs.
 
 The logits, the loss and every gradient are those of the full computation (to float rounding):
-the positions left out never reach the loss. Architectures qualify by name, each checked by
-the test suite against the full computation.
+the positions left out never reach the loss. A model qualifies by what it does, not by its
+name: its last layer must have the BERT layout (an attention output block fed the attended
+tokens and the layer's input), and the cut must leave its logits on a few random rows as they
+were (``model/pretrained.py``'s probe). A model that fails computes every token, said once.
 """
 
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
+import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch import Tensor
 from torch.nn import Module
 from transformers import PreTrainedModel
 
 from seqcls.context_values import holding
 from seqcls.errors import ConfigurationError
+from seqcls.model.pretrained import evaluating, probe_rows, same_logits
 
-# Model types whose sequence-classification head reads position 0 only, and whose layers
-# call ``attention.output(attended, layer_input)`` before the feed-forward block.
-FIRST_TOKEN_MODEL_TYPES = frozenset(
-    {
-        "bert",
-        "camembert",
-        "data2vec-text",
-        "deberta",
-        "deberta-v2",
-        "electra",
-        "ernie",
-        "megatron-bert",
-        "rembert",
-        "roberta",
-        "roberta-prelayernorm",
-        "xlm-roberta",
-        "xlm-roberta-xl",
-    }
-)
 # Set on the module whose inputs are cut to the first token, so that benchmarks can count
 # what the model computes.
 FIRST_TOKEN_ONLY_MARK = "seqcls_first_token_only"
+# Set on the same module once the cut was checked against the whole computation: its verdict.
+_CHECKED = "seqcls_first_token_checked"
 # Packed batches (``packed_forward.py``) hold several rows per model row: the positions the
 # head reads are then each segment's first, (model rows, columns), set while such a batch runs.
 _FIRST_POSITIONS: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar(
@@ -63,8 +51,33 @@ def cuts_last_layer(model: Module) -> bool:
 
 
 def supports_first_token_only(model: PreTrainedModel) -> bool:
-    """Whether ``model``'s last layer can be cut to the first token without changing the loss."""
-    return _attention_output(model) is not None
+    """Whether ``model``'s last layer can be cut to the first token without changing the loss:
+    it has the layout the cut needs, and the cut leaves the logits of a few random rows as
+    the whole computation gives them (checked once per model)."""
+    target = _attention_output(model)
+    if target is None:
+        return False
+    if not hasattr(target, _CHECKED):
+        setattr(
+            target,
+            _CHECKED,
+            getattr(target, FIRST_TOKEN_ONLY_MARK, False) or _cut_keeps_logits(model, target),
+        )
+    return bool(getattr(target, _CHECKED))
+
+
+def _cut_keeps_logits(model: PreTrainedModel, target: Module) -> bool:
+    batch = probe_rows(model)
+    with evaluating(model), torch.no_grad():
+        whole = model(**batch).logits
+        handle = target.register_forward_pre_hook(_first_position)
+        try:
+            cut = model(**batch).logits
+        except (RuntimeError, ValueError, IndexError, TypeError):
+            return False
+        finally:
+            handle.remove()
+    return same_logits(cut, whole)
 
 
 def resolve_first_token_only(
@@ -77,12 +90,17 @@ def resolve_first_token_only(
             "--model.last_layer_first_token_only true: the head reads the mean of every "
             "token (--model.pooling); leave it unset, or set --model.pooling first_token"
         )
-    supported = supports_first_token_only(model) and not every_token
+    supported = not every_token and supports_first_token_only(model)
     if requested and not supported:
         raise ConfigurationError(
-            f"--model.last_layer_first_token_only true: {model.config.model_type!r} models are "
-            f"not supported (supported: {', '.join(sorted(FIRST_TOKEN_MODEL_TYPES))}); "
-            "leave it unset or set it to false"
+            f"--model.last_layer_first_token_only true: this {model.config.model_type} model's "
+            "head does not read its first token alone, or its last layer is not laid out as "
+            "BERT's; leave it unset or set it to false"
+        )
+    if requested is None and not supported and not every_token:
+        rank_zero_info(
+            f"The last layer computes every token: cutting it to the first token does not "
+            f"fit this {model.config.model_type} model (model/first_token.py)"
         )
     return supported if requested is None else requested
 
@@ -90,7 +108,7 @@ def resolve_first_token_only(
 def compute_last_layer_for_first_token(model: PreTrainedModel) -> None:
     """From now on, ``model``'s last layer computes the first position only (in place)."""
     target = _attention_output(model)
-    if target is None:
+    if target is None or not supports_first_token_only(model):
         raise ConfigurationError(
             f"{model.config.model_type!r} models cannot compute only their first token"
         )
@@ -109,9 +127,7 @@ def _first_position(module: Module, args: tuple[Tensor, ...]) -> tuple[Tensor, .
 
 
 def _attention_output(model: PreTrainedModel) -> Module | None:
-    """The module to cut the inputs of, on a supported architecture; else None."""
-    if model.config.model_type not in FIRST_TOKEN_MODEL_TYPES:
-        return None
+    """The module to cut the inputs of, where the last layer is laid out as BERT's; else None."""
     for layer in _last_layers(model):
         output = getattr(getattr(layer, "attention", None), "output", None)
         if isinstance(output, Module) and hasattr(layer.attention, "self"):

@@ -32,12 +32,8 @@ from transformers import PreTrainedModel
 
 from seqcls.context_values import holding
 from seqcls.errors import ConfigurationError
-from seqcls.model.first_token import (
-    FIRST_TOKEN_MODEL_TYPES,
-    compute_last_layer_for_first_token,
-    resolve_first_token_only,
-)
-from seqcls.model.pretrained import base_encoder
+from seqcls.model.first_token import compute_last_layer_for_first_token, resolve_first_token_only
+from seqcls.model.pretrained import base_encoder, evaluating, probe_rows, same_logits
 from seqcls.sentence_encoder import sentence_encoder_pooling
 
 Pooling = Literal["auto", "first_token", "mean"]
@@ -55,20 +51,49 @@ def resolve_pooling(
 ) -> Literal["first_token", "mean"]:
     """What ``--model.pooling`` means for ``model``, loaded from ``name_or_path``: unset, the
     pooling a model fine-tuned by seqcls saved in its config, else the first token."""
-    supported = model.config.model_type in FIRST_TOKEN_MODEL_TYPES and (
-        base_encoder(model) is not None
-    )
-    if requested == "mean" and not supported:
+    if requested == "mean" and not supports_mean_pooling(model):
         raise ConfigurationError(
-            f"--model.pooling mean: {model.config.model_type!r} models are not supported "
-            f"(supported: {', '.join(sorted(FIRST_TOKEN_MODEL_TYPES))}); "
-            "set --model.pooling first_token"
+            f"--model.pooling mean: this {model.config.model_type} model's head does not read "
+            "one token of an encoder's output, so it cannot read a mean; set --model.pooling "
+            "first_token"
         )
     saved = getattr(model.config, CONFIG_KEY, None)
     if requested == "auto":
         saved = saved or sentence_encoder_pooling(name_or_path)
-        return "mean" if saved == "mean" and supported else "first_token"
+        if saved == "mean" and not supports_mean_pooling(model):
+            rank_zero_info(
+                f"The checkpoint pools by mean, but this {model.config.model_type} model's "
+                "head cannot read a mean: it reads what its own class reads"
+            )
+            return "first_token"
+        return "mean" if saved == "mean" else "first_token"
     return requested or ("mean" if saved == "mean" else "first_token")
+
+
+def supports_mean_pooling(model: PreTrainedModel) -> bool:
+    """Whether ``model``'s head reads one position of its encoder's output, so that the mean
+    laid out in one position gives the logits the head gives that mean in every position.
+    Checked on a few random rows: a head that reads every token (ModernBERT's mean), or one
+    that finds a row's last token (decoders), fails, as does a model with no encoder."""
+    encoder = base_encoder(model)
+    if encoder is None:
+        return False
+    batch = probe_rows(model)
+    logits = []
+    token = _ATTENTION_MASK.set(batch["attention_mask"])
+    try:
+        for spread in (False, True):
+            handle = encoder.register_forward_hook(_spread_means if spread else _replace_by_means)
+            try:
+                with evaluating(model), torch.no_grad():
+                    logits.append(model(**batch).logits)
+            finally:
+                handle.remove()
+    except (RuntimeError, ValueError, IndexError, TypeError):
+        return False
+    finally:
+        _ATTENTION_MASK.reset(token)
+    return same_logits(logits[0], logits[1])
 
 
 def pool_by_mean(model: PreTrainedModel) -> None:
@@ -158,6 +183,17 @@ def _replace_by_means(module: Module, args: Any, output: Any) -> Any:
     # DeBERTa's base model reads the last of all layers' states, not the last state.
     if output.get("hidden_states") is not None:
         output["hidden_states"] = (*output["hidden_states"][:-1], means.unsqueeze(1))
+    return output
+
+
+def _spread_means(module: Module, args: Any, output: Any) -> Any:
+    """The encoder's output as each row's mean in every position (for the check above)."""
+    length = output[0].shape[1]
+    output = _replace_by_means(module, args, output)
+    means = output["last_hidden_state"].expand(-1, length, -1)
+    output["last_hidden_state"] = means
+    if output.get("hidden_states") is not None:
+        output["hidden_states"] = (*output["hidden_states"][:-1], means)
     return output
 
 

@@ -19,6 +19,7 @@ from seqcls.model.layers import reinitialise_top_layers, resolve_reinit_layers
 from seqcls.model.mean_pooling import Pooling, resolve_pooling, set_up_head_input
 from seqcls.model.optimization import peak_learning_rates
 from seqcls.model.pair_encoding import PairSetup, set_up_pair_encoding
+from seqcls.model.pretrained import reads_both_ways
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def build_network(
         model,
         reinit_layers,
         fresh_head=not plan.checkpoint_head,
-        first_token_head=head_pooling == "first_token",
+        # A decoder's head reads a row's last token, not an encoder's [CLS].
+        first_token_head=head_pooling == "first_token" and reads_both_ways(model),
     )
     reinitialise_top_layers(model, reinit_layers)
     rates = peak_learning_rates(

@@ -85,6 +85,7 @@ class PackedForward:
         self.segments = False
         self.attention_groups = ATTENTION_GROUPS  # length-sorted groups, with ``segments``
         self.route: MaskRoute | None = self._serving_route()
+        self._said_unpacked = False
 
     def use_varlen(self, device: torch.device) -> bool:
         """On a CUDA device whose PyTorch has the variable-length flash kernel, attention of
@@ -176,6 +177,13 @@ class PackedForward:
     def _unpacked(self, batch: dict[str, torch.Tensor]) -> Any:
         """Today's path: the rows padded in a few length-sorted pieces, the loss their
         row-weighted mean, the logits back in row order."""
+        if not self._said_unpacked:
+            self._said_unpacked = True
+            rank_zero_info(
+                f"Packed batches run unpacked for this {self.model.config.model_type} model: "
+                "its head or attention cannot follow packed rows here (model/packed_forward.py); "
+                "the same logits, in length-sorted sub-batches"
+            )
         rows = unpack(batch, self.pad_token_id)
         lengths = rows["attention_mask"].sum(dim=1).tolist()
         labels = rows.get(LABELS)

@@ -40,7 +40,7 @@ from seqcls.errors import ConfigurationError
 from seqcls.model.checkpoint_tensors import checkpoint_tensors
 from seqcls.model.mean_pooling import CONFIG_KEY as POOLING_KEY
 from seqcls.model.mean_pooling import Pooling, resolve_pooling
-from seqcls.model.pretrained import checkpoint_config
+from seqcls.model.pretrained import checkpoint_config, reads_both_ways
 
 HEAD = "pair_head"
 
@@ -107,6 +107,12 @@ def set_up_pair_encoding(
         if hasattr(model.config, CONFIG_KEY):
             delattr(model.config, CONFIG_KEY)  # fine-tuned separately before, jointly now
         return None
+    if not reads_both_ways(model):
+        raise ConfigurationError(
+            f"--data.pair_encoding separate: this {model.config.model_type} model's tokens see "
+            "only those before them (a decoder), so its encoding of a text alone is not what a "
+            "pair head compares; give --data.pair_encoding joint"
+        )
     if first_token_only:
         raise ConfigurationError(
             "--model.last_layer_first_token_only true: pairs encoded separately "
