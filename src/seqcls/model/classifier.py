@@ -73,7 +73,9 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         """A pretrained encoder with a fresh classification or regression head.
 
         Args:
-            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model.
+            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model:
+                an encoder or a decoder, any that ``AutoModelForSequenceClassification``
+                loads (docs/models.md).
             label_names: Label names in id order; filled in from the data.
             problem_type: Filled in from the data.
             metrics: Metric names; filled in from the data.
@@ -146,17 +148,19 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
                 False: a dense gradient and torch's AdamW on every row (for a callback that
                 reads that gradient). No effect elsewhere (docs/hardware.md).
             pooling: What the head reads of each row. ``first_token``: the first token, as
-                ``AutoModelForSequenceClassification`` does. ``mean``: the mean of the row's
-                tokens, as sentence encoders were trained (BERT, RoBERTa, ELECTRA and DeBERTa
-                families). ``auto``: the checkpoint's own, read off its sentence-transformers
+                ``AutoModelForSequenceClassification`` does (a decoder's head: the last token).
+                ``mean``: the mean of the row's tokens, as sentence encoders were trained, where
+                a check shows the head reads one token of an encoder's output (BERT, RoBERTa,
+                ELECTRA, DeBERTa and ALBERT families; docs/models.md). ``auto``: the checkpoint's own, read off its sentence-transformers
                 files (mean for all-MiniLM-L6-v2), else the first token. Unset: what a model
                 fine-tuned by seqcls was trained with, else the first token
                 (docs/results.md#a-mean-pooled-head).
             last_layer_first_token_only: Compute the last encoder layer for the first token
                 only, the one the classification head reads: the same loss and gradients with
-                about an eighth fewer FLOPs on a 6-layer model. Unset: on for the BERT,
-                RoBERTa, ELECTRA and DeBERTa families, off for other architectures and with
-                mean pooling, whose head reads every token.
+                about an eighth fewer FLOPs on a 6-layer model. Unset: on where the last layer
+                is laid out as BERT's and a check on random rows shows the cut keeps the
+                logits (the BERT, RoBERTa, ELECTRA and DeBERTa families), off for other
+                architectures and with mean pooling, whose head reads every token.
             window_pooling: Filled in from the data (``--data.window_stride``): evaluation
                 and prediction pool each document's window logits this way. None: no windows.
             pair_encoding: Filled in from the data (``--data.pair_encoding``): ``separate``
