@@ -116,7 +116,8 @@ def test_a_tokenizer_with_nothing_to_pad_with_stops_in_one_line(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
-    assert "--model.model_name_or_path" in line and "no padding, end-of-sequence" in line
+    assert "--model.model_name_or_path" in line
+    assert "no padding, end-of-sequence" in line
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 

@@ -151,8 +151,9 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
                 ``AutoModelForSequenceClassification`` does (a decoder's head: the last token).
                 ``mean``: the mean of the row's tokens, as sentence encoders were trained, where
                 a check shows the head reads one token of an encoder's output (BERT, RoBERTa,
-                ELECTRA, DeBERTa and ALBERT families; docs/models.md). ``auto``: the checkpoint's own, read off its sentence-transformers
-                files (mean for all-MiniLM-L6-v2), else the first token. Unset: what a model
+                ELECTRA, DeBERTa and ALBERT families; docs/models.md). ``auto``: the
+                checkpoint's own, read off its sentence-transformers files (mean for
+                all-MiniLM-L6-v2), else the first token. Unset: what a model
                 fine-tuned by seqcls was trained with, else the first token
                 (docs/results.md#a-mean-pooled-head).
             last_layer_first_token_only: Compute the last encoder layer for the first token

@@ -73,8 +73,9 @@ def resolve_pooling(
 def supports_mean_pooling(model: PreTrainedModel) -> bool:
     """Whether ``model``'s head reads one position of its encoder's output, so that the mean
     laid out in one position gives the logits the head gives that mean in every position.
-    Checked on a few random rows: a head that reads every token (ModernBERT's mean), or one
-    that finds a row's last token (decoders), fails, as does a model with no encoder."""
+    Checked on a few random rows: a head that pools the encoder's tokens itself (ModernBERT's
+    mean), or one that finds a row's last token by its ids (decoders), fails, as does a model
+    with no encoder module."""
     encoder = base_encoder(model)
     if encoder is None:
         return False
