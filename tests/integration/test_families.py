@@ -8,11 +8,13 @@ the decoders' tokenizers have no padding token, as GPT-2's, Llama's and Mistral'
 import csv
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from process_group import seqcls_bounded
 from tiny_families import DECODERS, FAMILIES, build_tiny_family
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
@@ -21,7 +23,13 @@ from seqcls.cli import main
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
+DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
+QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
+# What a decoder's run says of its padding token: the first where its tokenizer has none
+# (GPT-2's, Llama's), the second where the tokenizer has one and the model's config none
+# (transformers gives Qwen2's tokenizer class one of its own).
 PAD_LINE = "The tokenizer has no padding token: rows are padded with its end-of-sequence token"
+CONFIG_PAD_LINE = "The model's config has no padding token: it takes its tokenizer's"
 
 
 def first_rows(source: Path, target: Path, count: int) -> Path:
@@ -75,7 +83,9 @@ def test_each_family_fits_exports_and_predicts(
 
     decoder = family in DECODERS
     # Said once, for the decoders alone; model/ keeps the padding token in both files.
-    assert sum(PAD_LINE in record.getMessage() for record in caplog.records) == int(decoder)
+    said = [r.getMessage() for r in caplog.records if "no padding token" in r.getMessage()]
+    assert len(said) == int(decoder)
+    assert all(PAD_LINE in line or CONFIG_PAD_LINE in line for line in said)
     tokenizer = AutoTokenizer.from_pretrained(model)
     assert tokenizer.pad_token_id is not None
     assert AutoConfig.from_pretrained(model).pad_token_id == tokenizer.pad_token_id
@@ -135,3 +145,33 @@ def test_the_console_script_fits_a_decoder(data: Path, tmp_path: Path) -> None:
     assert done.stdout.count(PAD_LINE) + done.stderr.count(PAD_LINE) == 1
     classify = pipeline("text-classification", model=str(run / "model"), device="cpu")
     assert classify(["My parcel never arrived.", "Reset my password"], batch_size=2)
+
+
+def test_a_decoder_scores_under_ddp_as_in_one_process(data: Path, tmp_path: Path) -> None:
+    """Two processes, 23 rows (one repeated by the sampler), every batch packed and so run
+    unpacked: the metrics of one process, each row counted once."""
+    checkpoint = build_tiny_family("qwen2", tmp_path / "checkpoint")
+    main(fit_args(checkpoint, tmp_path / "run", data))
+    dev = first_rows(data / "validation.csv", tmp_path / "dev.csv", 23)
+    validate = [
+        "validate", "--model.model_name_or_path", str(tmp_path / "run" / "model"),
+        "--data.validation_file", str(dev),
+        "--data.packing", "true", "--data.batch_size", "4",
+        "--data.cache_dir", str(tmp_path / "cache"), *QUIET,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = seqcls_bounded(
+        [*validate, *DDP, "--trainer.default_root_dir", str(tmp_path / "ddp")],
+        timeout_s=420,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    main([*validate, "--trainer.default_root_dir", str(tmp_path / "one")])
+    metrics = {
+        name: json.loads((tmp_path / name / "metrics.json").read_text())["validation"]
+        for name in ("ddp", "one")
+    }
+    assert metrics["ddp"] == pytest.approx(metrics["one"], abs=1e-6)
+    per_class = read_rows(tmp_path / "ddp" / "report" / "validation" / "per_class.csv")
+    assert int(per_class[-1]["support"]) == 23

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from pytorch_lightning.utilities import rank_zero_info
 from torch.nn import Embedding, Module
 from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
 
@@ -49,7 +50,12 @@ def match_padding_token(model: PreTrainedModel, name_or_path: str) -> None:
         return
     tokenizer = load_tokenizer(name_or_path)
     token = tokenizer.pad_token
-    if token is None:
+    if token is not None:  # the stand-in case below is said by the data module
+        rank_zero_info(
+            f"The model's config has no padding token: it takes its tokenizer's {token!r} "
+            f"(id {tokenizer.pad_token_id}), which model/ records"
+        )
+    else:
         stand_in = padding_stand_in(tokenizer)
         token = stand_in[0] if stand_in else None
     if token is not None:
