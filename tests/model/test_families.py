@@ -16,7 +16,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from seqcls.data.encoding import load_tokenizer
+from seqcls.data.model_files import load_tokenizer
 from seqcls.data.packing import PackInOneRow, pack
 from seqcls.data.padding_token import with_padding_token
 from seqcls.model.classifier import SequenceClassifier
