@@ -162,11 +162,15 @@ def probe_rows(
     fast path against the model's own forward: no row holds the padding token, which
     RoBERTa-family models give no position and decoders take for the end of a row."""
     generator = torch.Generator().manual_seed(0)
+    # The embedding's rows, not config.vocab_size, which some configs keep in a sub-config.
+    vocab_size = int(getattr(model.get_input_embeddings(), "num_embeddings", 0)) or int(
+        model.config.vocab_size
+    )
     pad = int(getattr(model.config, "pad_token_id", None) or 0)
     ids = torch.full((len(lengths), max(lengths)), pad)
     mask = torch.zeros_like(ids)
     for row, length in enumerate(lengths):
-        tokens = torch.randint(0, model.config.vocab_size - 1, (length,), generator=generator)
+        tokens = torch.randint(0, vocab_size - 1, (length,), generator=generator)
         ids[row, :length] = tokens + (tokens >= pad).long()
         mask[row, :length] = 1
     device = next(model.parameters()).device
@@ -188,6 +192,9 @@ def reads_both_ways(model: PreTrainedModel) -> bool:
     ids[1, :4] = ids[0, :4]
     if ids[1, 4] == ids[0, 4]:
         ids[1, 4] = ids[0, 3]  # the rows' last tokens must differ; no row holds padding
-    with evaluating(model), torch.no_grad():
-        first = model.base_model(**batch).last_hidden_state[:, 0]
+    try:
+        with evaluating(model), torch.no_grad():
+            first = model.base_model(**batch).last_hidden_state[:, 0]
+    except (RuntimeError, ValueError, TypeError, IndexError, AttributeError):
+        return True  # no base model to ask: taken for an encoder, as before this check
     return not torch.allclose(first[0], first[1])
