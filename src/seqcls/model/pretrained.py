@@ -166,7 +166,7 @@ def probe_rows(
     vocab_size = int(getattr(model.get_input_embeddings(), "num_embeddings", 0)) or int(
         model.config.vocab_size
     )
-    pad = int(getattr(model.config, "pad_token_id", None) or 0)
+    pad = padding_id(model.config)
     ids = torch.full((len(lengths), max(lengths)), pad)
     mask = torch.zeros_like(ids)
     for row, length in enumerate(lengths):
