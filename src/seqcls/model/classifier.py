@@ -73,9 +73,8 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         """A pretrained encoder with a fresh classification or regression head.
 
         Args:
-            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model:
-                an encoder or a decoder, any that ``AutoModelForSequenceClassification``
-                loads (docs/models.md).
+            model_name_or_path: Hub id, or local or ``gs://`` directory of a pretrained model,
+                encoder or decoder (docs/models.md).
             label_names: Label names in id order; filled in from the data.
             problem_type: Filled in from the data.
             metrics: Metric names; filled in from the data.
@@ -95,8 +94,7 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
                 model has one) before training, instead of starting them from their
                 pretrained weights (Zhang et al. 2021). 0: none. Unset: 1 where the model
                 starts from a pretrained encoder (no classification head in the checkpoint)
-                and its head reads the first token; else 0, decoders included
-                (docs/results.md).
+                and its head reads the first token (not a decoder); else 0 (docs/results.md).
             adam_betas: AdamW's decay rates of its first and second moment estimates.
             adam_epsilon: AdamW's epsilon, added to the root of the second moment.
             class_weights: Single-label only: weigh each label's rows in the training loss.
