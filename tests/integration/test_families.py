@@ -8,13 +8,12 @@ the decoders' tokenizers have no padding token, as GPT-2's, Llama's and Mistral'
 import csv
 import json
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from process_group import seqcls_bounded
+from cli_runs import DDP, QUIET, seqcls_bounded
 from tiny_families import DECODERS, FAMILIES, build_tiny_family
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
@@ -23,8 +22,6 @@ from seqcls.cli import main
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
 LABELS = ["account", "billing", "shipping", "technical"]
-DDP = ["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"]
-QUIET = ["--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false"]
 # What a decoder's run says of its padding token: the first where its tokenizer has none
 # (GPT-2's, Llama's), the second where the tokenizer has one and the model's config none
 # (transformers gives Qwen2's tokenizer class one of its own).
@@ -159,11 +156,9 @@ def test_a_decoder_scores_under_ddp_as_in_one_process(data: Path, tmp_path: Path
         "--data.packing", "true", "--data.batch_size", "4",
         "--data.cache_dir", str(tmp_path / "cache"), *QUIET,
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     done = seqcls_bounded(
         [*validate, *DDP, "--trainer.default_root_dir", str(tmp_path / "ddp")],
         timeout_s=420,
-        env=env,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:]
