@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.initialization import no_init_weights
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
+from seqcls.data.reading import Reading, save_reading
 from seqcls.model.calibration import Calibration, save_into
 from seqcls.model.lora import Lora, export_lora
 from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
@@ -111,6 +112,14 @@ class ExportBestModel(pl.Callback):
         model = getattr(pl_module, "model", None)
         if not isinstance(model, PreTrainedModel) or datamodule is None:
             return
+        if isinstance(getattr(datamodule, "max_length", None), int):
+            # How the fit read its texts, so that serving reads them the same way.
+            reading = Reading(
+                datamodule.max_length,
+                getattr(datamodule, "window_stride", None),
+                getattr(datamodule, "window_pooling", None),
+            )
+            save_reading(model.config, reading)
         checkpoint = best_checkpoint(trainer)
         best = checkpoint.best_model_path if checkpoint else ""
         remote = is_remote(self.model_dir)
