@@ -4,7 +4,8 @@
 #
 #   bash scripts/setup.sh        # the package and the offline quickstart model
 #   bash scripts/setup.sh dev    # plus the test and lint tools
-#   bash scripts/setup.sh dev,bench,tune  # plus the HF Trainer (benchmarks/) and Optuna (seqcls tune): what test.sh uses
+#   bash scripts/setup.sh dev,bench,tune,serve  # plus the HF Trainer (benchmarks/), Optuna (seqcls tune)
+#     and ONNX with the HTTP server (seqcls export, seqcls serve): what test.sh uses
 #
 # SEQCLS_VENV=.venv-xla SEQCLS_PINS=constraints-xla.txt bash scripts/setup.sh dev
 #   another venv where the pins file replaces constraints.txt's pins for the packages it names

@@ -47,7 +47,7 @@ if $cloud_only; then
   exit 0
 fi
 
-bash scripts/setup.sh dev,bench,tune
+bash scripts/setup.sh dev,bench,tune,serve
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

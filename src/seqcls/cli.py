@@ -2,7 +2,8 @@
 
 ``seqcls fit|validate|test|predict`` runs the LightningCLI of ``classifier_cli.py``,
 ``seqcls mlm ...`` that of ``mlm/cli.py``, and ``seqcls tune`` a search of fit runs
-(``tune/command.py``). Both import Lightning, transformers and datasets,
+(``tune/command.py``); ``seqcls export`` and ``seqcls serve`` are ``serve/command.py``'s
+plain commands. The Lightning ones import Lightning, transformers and datasets,
 which takes seconds, so this module imports them only once a subcommand runs: ``seqcls``
 and ``seqcls --help`` answer at once.
 """
@@ -28,7 +29,11 @@ SUBCOMMANDS = {
     "predict": "write predictions: one row per input, in input order",
     "mlm": "continue masked-LM pretraining: seqcls mlm fit|validate|test",
     "tune": "search fit's flags with Optuna; study, trials and best.yaml in the run directory",
+    "export": "write a fitted model as ONNX: seqcls export onnx RUN_DIR/model [--quantize int8]",
+    "serve": "serve a fitted model over HTTP (Vertex AI's custom-container contract)",
 }
+# Plain commands that build no Lightning module: answered without importing Lightning.
+_SERVING = ("export", "serve")
 _LISTING = "".join(f"  {name:<10}  {text}\n" for name, text in SUBCOMMANDS.items())
 HELP = f"""\
 usage: seqcls [-h] [--version] {{{",".join(SUBCOMMANDS)}}} ...
@@ -78,6 +83,21 @@ def _tune(argv: list[str]) -> None:
     tune_main(argv)
 
 
+def _serving(argv: list[str]) -> None:
+    """``seqcls export`` and ``seqcls serve`` (serve/command.py)."""
+    from seqcls.serve.command import export_main, serve_main
+
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.WARNING)
+    logging.getLogger("seqcls").setLevel(logging.INFO)
+    try:
+        (export_main if argv[0] == "export" else serve_main)(argv[1:])
+    except ConfigurationError as error:
+        print(f"seqcls: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
 def prepare_process() -> None:
     """What a seqcls process sets before anything is imported or built (benchmarks that build
     seqcls in their own process call it too, so they time what users run)."""
@@ -105,6 +125,9 @@ def main(args: Any = None) -> None:
         # its own four subcommands, without mlm and tune.
         print(f"seqcls: error: {unknown_subcommand(argv[0])}", file=sys.stderr)
         sys.exit(2)
+    if isinstance(argv, list) and argv[0] in _SERVING:
+        _serving(argv)
+        return
     prepare_process()
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     from pytorch_lightning.utilities.exceptions import SIGTERMException

@@ -26,10 +26,17 @@ def test_installed_and_pinned_versions_satisfy_the_ranges(requirement: Requireme
 
 
 @pytest.mark.parametrize(
-    "requirement", [Requirement(line) for line in PROJECT["optional-dependencies"]["tune"]], ids=str
+    "requirement",
+    [
+        Requirement(line)
+        for extra in ("tune", "serve")
+        for line in PROJECT["optional-dependencies"][extra]
+    ],
+    ids=str,
 )
-def test_the_tune_extra_is_pinned_and_installed(requirement: Requirement) -> None:
-    # scripts/test.sh installs it: seqcls tune's tests need Optuna on a fresh machine.
+def test_the_tune_and_serve_extras_are_pinned_and_installed(requirement: Requirement) -> None:
+    # scripts/test.sh installs them: seqcls tune's tests need Optuna on a fresh machine, and
+    # seqcls export's and serve's need ONNX Runtime, FastAPI, uvicorn and httpx.
     pinned = PINS[requirement.name.lower()]
     assert requirement.specifier.contains(pinned), f"constraints.txt pins {pinned}"
     assert version(requirement.name) == str(pinned)
