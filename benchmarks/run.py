@@ -24,6 +24,12 @@
     python benchmarks/run.py gpu-packing --lengths LENGTHS.json
         on a CUDA GPU: packed batches through the variable-length kernel checked against
         unpacked ones, then training and evaluation steps timed per layout
+    python benchmarks/run.py onnx --model RUN/model --validation FILE
+        ONNX Runtime (fp32 and int8) against PyTorch on the CPU: rows/s at batch 1 and 32,
+        accuracy, and how far the logits are from PyTorch's
+    python benchmarks/run.py serve-load --model RUN/model --clients N --seconds T
+        seqcls serve under N concurrent clients for T seconds on 127.0.0.1, with and without
+        dynamic batching: p50 and p99 latency, rows/s, failed requests
     python benchmarks/run.py random-model --shape bert-base --tokenizer DIR --out DIR
         a random-weight encoder of a larger shape, to time what no packaged model has
 
@@ -56,6 +62,8 @@ SUBCOMMANDS = {
     "checkpoint-save": "checkpoint_save",
     "gpu-packing": "gpu_packing",
     "random-model": "random_model",
+    "onnx": "onnx_speed",
+    "serve-load": "serve_load",
 }
 
 
