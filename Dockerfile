@@ -1,9 +1,12 @@
 # syntax=docker/dockerfile:1
-# Two images from one file; pick one with --target (cloudbuild.yaml builds both):
-#   docker build --target gpu -t seqcls-gpu .    # NVIDIA GPUs, one node or many
-#   docker build --target tpu -t seqcls-tpu .    # one Cloud TPU host (v2-8, v3-8, v5e-8)
-# The entrypoint is seqcls, so a container's arguments are seqcls arguments:
+# Three images from one file; pick one with --target (cloudbuild.yaml builds all three):
+#   docker build --target gpu -t seqcls-gpu .      # NVIDIA GPUs, one node or many
+#   docker build --target tpu -t seqcls-tpu .      # one Cloud TPU host (v2-8, v3-8, v5e-8)
+#   docker build --target serve -t seqcls-serve .  # seqcls serve: Vertex AI prediction, CPU or GPU
+# The entrypoint of gpu and tpu is seqcls, so a container's arguments are seqcls arguments:
 #   docker run --gpus all seqcls-gpu fit --config configs/data/glue/rte.yaml --config configs/trainer/gpu.yaml
+# That of serve is seqcls serve (docs/serving.md):
+#   docker run -p 8080:8080 -v "$PWD/runs/quickstart/model:/model" seqcls-serve /model --host 0.0.0.0
 # Dependencies are installed before the source is copied: editing src/ rebuilds one small layer.
 
 # ---------------------------------------------------------------------------------------------
@@ -84,3 +87,21 @@ RUN pip install --no-deps .
 # on a TPU VM those device files belong to root.
 ENTRYPOINT ["seqcls"]
 CMD ["--help"]
+
+# ---------------------------------------------------------------------------------------------
+# serve: the gpu image plus the serve extra (ONNX Runtime, FastAPI, uvicorn), running
+# seqcls serve. One image for both kinds of prediction machine: PyTorch takes the GPU where the
+# machine has one; ONNX Runtime (--backend onnx) runs on the CPU. Vertex AI sets AIP_HTTP_PORT,
+# the routes and AIP_STORAGE_URI (the model's copy), which seqcls serve reads; a container
+# listens on every interface for Vertex AI's health checks to reach it.
+# ---------------------------------------------------------------------------------------------
+FROM gpu AS serve
+
+USER root
+RUN python requirements.py serve /tmp/deps \
+ && pip install -r /tmp/deps/requirements.txt -c /tmp/deps/constraints.txt \
+ && rm -rf /tmp/deps
+USER 1000
+EXPOSE 8080
+ENTRYPOINT ["seqcls", "serve"]
+CMD ["--host", "0.0.0.0"]

@@ -42,9 +42,9 @@ def test_cloudbuild_parses_as_a_build() -> None:
     document = yaml.safe_load((REPO / "cloudbuild.yaml").read_text())
     build = parse(document, cloudbuild.Build)
 
-    assert [step.id for step in build.steps] == ["gpu", "tpu"]
+    assert [step.id for step in build.steps] == ["gpu", "tpu", "serve"]
     for step in build.steps:
-        assert list(step.wait_for) == ["-"], "the two images build in parallel"
+        assert list(step.wait_for) == ["-"], "the images build in parallel"
         assert "DOCKER_BUILDKIT=1" in step.env
         assert f"--target={step.id}" in step.args
         assert "--build-arg=BUILDKIT_INLINE_CACHE=1" in step.args

@@ -42,12 +42,12 @@ def test_gpu_base_image_is_a_cuda_12_runtime_with_torch_2_6_or_later() -> None:
     gpu_base_torch()
 
 
-@pytest.mark.parametrize("target", ["gpu", "tpu"])
+@pytest.mark.parametrize("target", ["gpu", "tpu", "serve"])
 def test_image_dependencies_resolve(target: str, tmp_path: Path) -> None:
     subprocess.run(
         [sys.executable, "docker/requirements.py", target, str(tmp_path)], cwd=REPO, check=True
     )
-    extra = [f"torch=={gpu_base_torch()}"] if target == "gpu" else []
+    extra = [f"torch=={gpu_base_torch()}"] if target in ("gpu", "serve") else []
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed"]
     command += ["--quiet", "--disable-pip-version-check"]
     command += ["-r", str(tmp_path / "requirements.txt"), "-c", str(tmp_path / "constraints.txt")]
