@@ -97,7 +97,7 @@ CMD ["--help"]
 # ---------------------------------------------------------------------------------------------
 FROM gpu AS serve
 
-USER root
+USER 0
 RUN python requirements.py serve /tmp/deps \
  && pip install -r /tmp/deps/requirements.txt -c /tmp/deps/constraints.txt \
  && rm -rf /tmp/deps

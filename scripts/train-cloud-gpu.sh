@@ -65,6 +65,8 @@
 set -euo pipefail
 # shellcheck source=scripts/vertex-common.sh
 source "$(dirname "$0")/vertex-common.sh"
+# shellcheck source=scripts/vertex-gpus.sh
+source "$(dirname "$0")/vertex-gpus.sh"
 
 image_name=seqcls-gpu
 machine_type=g2-standard-12
@@ -75,7 +77,6 @@ reducers=0
 reduction_server_image=us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest
 reduction_server_machine=n1-highcpu-16
 reduction_server_gbps=32 # n1-highcpu-16's egress bandwidth
-known_gpus="NVIDIA_TESLA_A100 NVIDIA_A100_80GB NVIDIA_H100_80GB NVIDIA_H100_MEGA_80GB NVIDIA_H200_141GB NVIDIA_L4 NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P4"
 
 target_option() {
   case "$1" in
@@ -94,59 +95,9 @@ target_option() {
   esac
 }
 
-# The GPUs a machine family carries, the default first. Vertex AI rejects other pairs.
-machine_gpus() {
-  case "$1" in
-    a2-highgpu-* | a2-megagpu-*) echo NVIDIA_TESLA_A100 ;;
-    a2-ultragpu-*) echo NVIDIA_A100_80GB ;;
-    a3-highgpu-*) echo NVIDIA_H100_80GB ;;
-    a3-megagpu-*) echo NVIDIA_H100_MEGA_80GB ;;
-    a3-ultragpu-*) echo NVIDIA_H200_141GB ;;
-    g2-*) echo NVIDIA_L4 ;;
-    n1-*) echo NVIDIA_TESLA_T4 NVIDIA_TESLA_V100 NVIDIA_TESLA_P4 ;;
-  esac
-}
-
-# The machine types that carry a GPU, for the error message.
-gpu_machines() {
-  case "$1" in
-    NVIDIA_TESLA_A100) echo "a2-highgpu-* or a2-megagpu-*" ;;
-    NVIDIA_A100_80GB) echo "a2-ultragpu-*" ;;
-    NVIDIA_H100_80GB) echo "a3-highgpu-*" ;;
-    NVIDIA_H100_MEGA_80GB) echo "a3-megagpu-*" ;;
-    NVIDIA_H200_141GB) echo "a3-ultragpu-*" ;;
-    NVIDIA_L4) echo "g2-*" ;;
-    NVIDIA_TESLA_T4 | NVIDIA_TESLA_V100 | NVIDIA_TESLA_P4) echo "n1-*" ;;
-  esac
-}
-
-# The GPU machine types Vertex AI offers; n1 takes any size (n1-standard-8).
-known_machines="$(echo a2-highgpu-{1,2,4,8}g a2-megagpu-16g a2-ultragpu-{1,2,4,8}g \
-  a3-highgpu-{1,2,4,8}g a3-megagpu-8g a3-ultragpu-8g g2-standard-{4,8,12,16,24,32,48,96})"
-
 check_machine_type() {
   [[ " $known_machines " == *" $machine_type "* || "$machine_type" =~ ^n1-(standard|highmem|highcpu)-[1-9][0-9]*$ ]] ||
     die "--machine-type $machine_type: not a GPU machine type this script knows; one of a2-highgpu-{1,2,4,8}g, a2-megagpu-16g, a2-ultragpu-{1,2,4,8}g, a3-highgpu-{1,2,4,8}g, a3-megagpu-8g, a3-ultragpu-8g, g2-standard-{4,8,12,16,24,32,48,96}, n1-{standard,highmem,highcpu}-CPUS"
-}
-
-# The GPUs per node that a machine type comes with: a2/a3 say it in the name (a2-highgpu-4g),
-# g2 by its size; n1 machines take a count of their own (see n1_gpu_counts).
-machine_gpu_count() {
-  case "$1" in
-    a2-* | a3-*) [[ "$1" =~ -([0-9]+)g$ ]] && echo "${BASH_REMATCH[1]}" ;;
-    g2-standard-24) echo 2 ;;
-    g2-standard-48) echo 4 ;;
-    g2-standard-96) echo 8 ;;
-    g2-*) echo 1 ;;
-  esac
-}
-
-# The counts of each GPU that Vertex AI attaches to an n1 machine.
-n1_gpu_counts() {
-  case "$1" in
-    NVIDIA_TESLA_V100) echo 1 2 4 8 ;;
-    *) echo 1 2 4 ;;
-  esac
 }
 
 # A GPU machine type's egress bandwidth in Gbps, or nothing where this script does not know it.
@@ -195,31 +146,9 @@ check_reducers() {
 }
 
 check_target() {
-  local gpus fixed_count
   check_machine_type
-  gpus="$(machine_gpus "$machine_type")"
-  accelerator_type="${accelerator_type:-${gpus%% *}}"
-  if [[ " $gpus " != *" $accelerator_type "* ]]; then
-    local fits
-    fits="$(gpu_machines "$accelerator_type")"
-    [[ -n "$fits" ]] ||
-      die "--accelerator-type $accelerator_type: unknown; one of ${known_gpus// /, }"
-    die "--accelerator-type $accelerator_type does not fit --machine-type $machine_type, which carries ${gpus// /, }; for $accelerator_type use $fits"
-  fi
-  fixed_count="$(machine_gpu_count "$machine_type")"
-  accelerator_count="${accelerator_count:-${fixed_count:-1}}"
-  need_count --accelerator-count "$accelerator_count" 1
-  [[ -z "$fixed_count" || "$accelerator_count" == "$fixed_count" ]] ||
-    die "--accelerator-count $accelerator_count: $machine_type comes with $fixed_count GPU(s); leave the count out or pick another machine type"
-  if [[ "$machine_type" == n1-* ]]; then
-    local counts
-    counts="$(n1_gpu_counts "$accelerator_type")"
-    if [[ " $counts " != *" $accelerator_count "* ]]; then
-      counts="${counts// /, }"
-      die "--accelerator-count $accelerator_count: an n1 machine takes ${counts%, *} or ${counts##*, } $accelerator_type"
-    fi
-    check_n1_precision
-  fi
+  check_gpu_pair
+  if [[ "$machine_type" == n1-* ]]; then check_n1_precision; fi
   need_count --nodes "$nodes" 1
   [[ "$reducers" == 0 ]] || check_reducers
   ((nodes == 1)) || restart_workers=true

@@ -233,10 +233,12 @@ gcloud_setting() {
   gcloud config get-value "$1" 2>/dev/null || true
 }
 
-resolve_options() {
+# The project and region: given, else gcloud's settings (never read by --dry-run); both checked.
+# $1 says what --dry-run previews, for the message when gcloud is missing.
+resolve_project_and_region() {
   if ! $dry_run; then
     command -v gcloud >/dev/null ||
-      die "gcloud not found; install the Google Cloud CLI (or preview the job with --dry-run)"
+      die "gcloud not found; install the Google Cloud CLI (or preview the $1 with --dry-run)"
     [[ -n "$project" ]] || project="$(gcloud_setting project)"
     [[ -n "$region" ]] || region="$(gcloud_setting ai/region)"
   fi
@@ -251,6 +253,10 @@ resolve_options() {
   [[ -n "$region" ]] || die "--region is required (or $or_region), e.g. --region us-central1"
   [[ "$region" =~ ^[a-z]+-[a-z]+[0-9]+$ ]] ||
     die "--region $region: not a Google Cloud region, e.g. us-central1"
+}
+
+resolve_options() {
+  resolve_project_and_region job
   [[ -n "$bucket" ]] || die "--bucket is required (gs://BUCKET), e.g. --bucket gs://my-bucket"
   [[ "$bucket" == gs://?* ]] || die "--bucket $bucket: must start with gs://, e.g. gs://my-bucket"
   bucket="${bucket%/}"

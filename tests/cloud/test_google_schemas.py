@@ -118,7 +118,7 @@ def test_a_misspelt_field_is_rejected() -> None:
 
 def test_every_gpu_in_the_launcher_table_is_a_vertex_accelerator() -> None:
     aiplatform = need_module("google.cloud.aiplatform_v1.types")
-    script = (REPO / "scripts/train-cloud-gpu.sh").read_text()
+    script = (REPO / "scripts/vertex-gpus.sh").read_text()
     table = set(re.findall(r"\bNVIDIA_[A-Z0-9_]+\b", script))
     assert len(table) >= 8
     assert table <= set(aiplatform.AcceleratorType.__members__)
