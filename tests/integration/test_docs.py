@@ -1,11 +1,11 @@
 """Every command in the README and docs/ runs, as written, in a copy of the repository.
 
-``seqcls`` commands and ``benchmarks/run.py`` ``throughput`` and ``checkpoint-save`` ones run
-here for real, with a tiny BERT standing in for the quickstart model; the other benchmarks'
-options are parsed (their smoke tests run them). ``bash scripts/...`` commands are run by the
-tests named in SCRIPTS (or by CI itself). Commands marked ``# needs ...`` (the Hub, GPUs, a
-TPU, gcloud, Docker) cannot run here, and those marked ``# your files`` name files a user
-would bring, so they are only parsed.
+``seqcls`` commands and ``benchmarks/run.py`` ``throughput``, ``checkpoint-save`` and ``onnx``
+ones run here for real (``seqcls serve`` up to listening), with a tiny BERT standing in for the
+quickstart model; the other benchmarks' options are parsed (their smoke tests run them).
+``bash scripts/...`` commands are run by the tests named in SCRIPTS (or by CI itself).
+Commands marked ``# needs ...`` (the Hub, GPUs, a TPU, gcloud, Docker) cannot run here, and
+those marked ``# your files`` name files a user would bring, so they are only parsed.
 """
 
 import importlib.util
@@ -20,6 +20,7 @@ from types import ModuleType
 import pytest
 
 from seqcls.cli import main
+from seqcls.serve.command import build as build_server
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -28,6 +29,7 @@ SCRIPTS = {
     "scripts/test.sh": ".ci/run",
     "scripts/train-cloud-gpu.sh": "tests/cloud/test_launchers.py",
     "scripts/train-cloud-tpu.sh": "tests/cloud/test_launchers.py",
+    "scripts/deploy-vertex.sh": "tests/cloud/test_deploy.py",
     "scripts/audit.sh": "tests/project/test_audit.py",
     "scripts/rehearse-tpu.sh": "tests/xla/test_rehearsal.py",
 }
@@ -35,7 +37,7 @@ SCRIPTS = {
 # must be marked '# needs ...', and is only parsed.
 ELSEWHERE = {"gcloud", "docker", "tensorboard"}
 # Benchmarks that take seconds with the tiny BERT: run as written.
-RUN_HERE = {"throughput", "checkpoint-save"}
+RUN_HERE = {"throughput", "checkpoint-save", "onnx"}
 PARSE_ONLY = re.compile(r"# (needs |your files)")
 BLOCK = re.compile(r"```(bash|python)\n(.*?)```", re.DOTALL)
 
@@ -125,6 +127,9 @@ def test_every_documented_command_runs(workspace: Path) -> None:
             if program == "bash":
                 assert args[0] in SCRIPTS, f"{doc}: no test runs {args[0]}"
                 assert (REPO / SCRIPTS[args[0]]).is_file()
+            elif program == "seqcls" and args[:1] == ["serve"]:
+                # Everything but listening: options, the model loaded and warmed up.
+                build_server(args[1:])
             elif program == "seqcls" and parse_only:
                 with pytest.raises(SystemExit) as done:
                     main([*args, "--print_config"])

@@ -37,7 +37,7 @@ def test_help_lists_every_subcommand_without_importing_lightning() -> None:
 
 def test_the_listing_matches_the_command_line_interfaces() -> None:
     classifier = set(LightningCLI.subcommands())
-    assert set(SUBCOMMANDS) == classifier | {"mlm", "tune"}
+    assert set(SUBCOMMANDS) == classifier | {"mlm", "tune", "export", "serve"}
     mlm = "|".join(MaskedLMCLI.subcommands())
     assert f"seqcls mlm {mlm}" in SUBCOMMANDS["mlm"]
 

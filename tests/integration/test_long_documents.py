@@ -229,3 +229,25 @@ def test_windows_on_a_hub_dataset_without_the_text_column_is_a_one_line_error(
     assert line.startswith("seqcls: error: ")
     assert "missing column 'text' (--data.text_column)" in line
     assert "'review'" in line  # names the columns there are
+
+
+def test_serving_reads_documents_by_the_windows_of_the_fit(work: Path) -> None:
+    """model/config.json records the fit's windows, and seqcls serve scores by them."""
+    from seqcls.data.reading import Reading
+    from seqcls.serve.backends import TorchBackend
+    from seqcls.serve.model_files import read_model_files
+    from seqcls.serve.predictions import Predictor
+
+    files = read_model_files(str(work / "run" / "model"))
+    assert files.reading == Reading(MAX_LENGTH, STRIDE, "mean")
+    texts = [row["text"] for row in read_rows(work / "dev.csv")]
+    answers = Predictor(files, TorchBackend(files.folder)).predict([(t, None) for t in texts])
+    tokenizer = AutoTokenizer.from_pretrained(files.folder)
+    model = AutoModelForSequenceClassification.from_pretrained(files.folder).eval()
+    for text, answer in zip(texts, answers, strict=True):
+        with torch.no_grad():
+            windows = [model(torch.tensor([w])).logits for w in windows_of(text, tokenizer)]
+        expected = (torch.cat(windows).mean(0) / files.temperature).softmax(-1)
+        assert [answer["scores"][name] for name in LABELS] == pytest.approx(
+            expected.tolist(), abs=1e-5
+        )

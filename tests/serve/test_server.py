@@ -1,6 +1,8 @@
 """``seqcls serve``'s app on 127.0.0.1 through a real HTTP client: Vertex AI's contract, and
 every bad request refused with a 4xx and one line of JSON while the server keeps serving."""
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -122,3 +124,16 @@ def test_command_line_mistakes_are_one_line(
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert error.startswith("seqcls: error: "), error
         assert words in error, error
+
+
+def test_the_server_imports_no_lightning() -> None:
+    probe = (
+        "import sys\n"
+        "import seqcls.serve.command, seqcls.serve.server, seqcls.serve.predictions\n"
+        "import seqcls.serve.backends, seqcls.serve.model_files, seqcls.data.windows\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] == 'pytorch_lightning'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert done.stdout.strip() == "[]"
