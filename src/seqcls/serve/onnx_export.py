@@ -104,7 +104,7 @@ def _export_graph(
         # The exporter's notes on its own internals: axis names it merges, a deprecated class.
         warnings.filterwarnings("ignore", message=".*(axis name|LeafSpec).*")
         program = torch.onnx.export(
-            _Logits(model),
+            _Logits(model).eval(),
             tuple(inputs),
             input_names=names,
             output_names=["logits"],
