@@ -70,7 +70,7 @@ def test_version_and_a_mistyped_subcommand_answer_without_importing_lightning() 
     assert json.loads(imported) == []
     assert done.stderr.strip() == (
         "seqcls: error: tun: not a subcommand; did you mean tune? "
-        "(one of fit, validate, test, predict, mlm, tune; seqcls --help)"
+        "(one of fit, validate, test, predict, mlm, tune, export, serve; seqcls --help)"
     )
 
 
