@@ -6,7 +6,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import LABELS, ModelDir
-from gcs_emulator import available, emulated_gcs
+from gcs_emulator import emulated_gcs
 
 import seqcls.data.tables  # noqa: F401  (before gcsfs: its gRPC lookup off)
 from seqcls.cli import main
@@ -14,7 +14,6 @@ from seqcls.cloud.storage import upload_dir
 from seqcls.serve.command import build
 
 
-@pytest.mark.skipif(not available(), reason="gcp-storage-emulator is in the dev extra")
 def test_a_bucket_model_is_exported_in_place_and_served_from_aip_storage_uri(
     model_dir: ModelDir, served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
