@@ -75,3 +75,23 @@ def test_fsdp_on_two_cpu_processes_is_refused_in_one_line(
         )
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["deepspeed", "fsdp"])
+def test_lora_with_a_sharded_strategy_is_refused_in_one_line(
+    name: str, capsys: pytest.CaptureFixture[str], tiny_bert: Path, tmp_path: Path
+) -> None:
+    """Adapter-only checkpoints and the merged export need whole copies of the model, so the
+    shipped sharded configs are refused with LoRA before anything is built, on any machine."""
+    from seqcls.cli import main
+
+    stacked = ["--config", str(TRAINER / f"{name}.yaml"), "--model.lora_rank", "4"]
+    with pytest.raises(SystemExit) as done:
+        main(sample_fit(tmp_path / "run", tiny_bert, *stacked))
+    assert done.value.code == 2
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    last = error.strip().splitlines()[-1]
+    assert last.startswith("seqcls: error: --model.lora_rank 4 with --trainer.strategy ")
+    assert f"drop {name} (configs/trainer/{name}.yaml" in last
+    assert not (tmp_path / "run").exists()

@@ -18,6 +18,7 @@ from seqcls.model.pretrained import enable_gradient_checkpointing
 from seqcls.speedups.cpu_dropout import (
     CPU_DROPOUT_ATTENTION,
     CPUDropout,
+    _cpu_dropout_attention,
     attention_with_dropout,
     keep_mask,
     use_cpu_dropout,
@@ -63,6 +64,25 @@ def test_the_layer_zeroes_what_it_drops_and_scales_what_it_keeps() -> None:
     torch.testing.assert_close(values.grad, kept.float() / 0.75)
     layer.eval()
     assert torch.equal(layer(values), values)
+
+
+@pytest.mark.parametrize("argument", [None, "softcap", "sinks", "s_aux", "position_bias"])
+def test_attention_the_plain_path_cannot_compute_goes_to_the_inner_function(
+    argument: str | None,
+) -> None:
+    """Attention sinks or a softcap change the scores: a call that passes one must reach the
+    model's own attention (``inner``), never the plain dropout path that would ignore it."""
+    query, key, value = (torch.randn(2, 3, 5, 4) for _ in range(3))
+    inner_calls: list[dict[str, object]] = []
+
+    def inner(*args: object, **kwargs: object) -> tuple[torch.Tensor, None]:
+        inner_calls.append(kwargs)
+        return torch.zeros(2, 5, 3, 4), None
+
+    extra = {} if argument is None else {argument: torch.ones(3)}
+    module = torch.nn.Module()
+    _cpu_dropout_attention(module, query, key, value, None, 0.5, 0.5, inner=inner, **extra)
+    assert len(inner_calls) == (0 if argument is None else 1)
 
 
 @pytest.mark.parametrize("mask_kind", ["none", "bool", "additive"])

@@ -33,6 +33,10 @@ from seqcls.speedups.transformers_hooks import attention_implementation, switch_
 CPU_DROPOUT_ATTENTION = "seqcls_cpu_dropout_sdpa"
 _INT32_RANGE = 2**32
 
+# Attention arguments the plain path has no place for (a relative bias, a cache, a softcap of
+# the scores, attention sinks): a call that passes one goes to ``inner``, which knows them.
+_INNER_ONLY = ("position_bias", "cache", "softcap", "sinks", "s_aux")
+
 
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
     """A boolean mask of ``shape``: each element True (kept) with probability ``1 - p``."""
@@ -99,7 +103,7 @@ def _cpu_dropout_attention(
     plain = (
         query.shape[1] == key.shape[1]
         and not kwargs.get("is_causal", getattr(module, "is_causal", False))
-        and all(kwargs.get(name) is None for name in ("position_bias", "cache", "softcap"))
+        and all(kwargs.get(name) is None for name in _INNER_ONLY)
     )
     if dropout > 0.0 and query.device.type == "cpu" and plain:
         return attention_with_dropout(query, key, value, attention_mask, dropout, scaling), None

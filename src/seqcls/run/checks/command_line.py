@@ -157,8 +157,8 @@ def check_trainer(trainer: Namespace, hardware: Hardware) -> None:
     if "fsdp" in str(strategy_name).lower() and not on_gpu:  # else a Lightning traceback
         raise ConfigurationError(
             f"--trainer.strategy {strategy_name}: FSDP shards the model across CUDA GPUs, and "
-            f"this run has none (--trainer.accelerator {accelerator}); leave "
-            "configs/trainer/fsdp.yaml out to train on the CPU"
+            f"this run has none (--trainer.accelerator {accelerator}); to train on the CPU, "
+            "drop FSDP (configs/trainer/fsdp.yaml or --trainer.strategy)"
         )
     precision = str(trainer.get("precision"))
     if on_gpu and precision in _BF16 and not hardware.gpu_bf16:
