@@ -28,6 +28,8 @@ class SeqclsCLI(RunCLI):
         ),
     }
     derives_training_length = True
+    # Over a checkpoint's saved options: how predictions are decided, and how the model runs.
+    evaluation_options = ("threshold", "cpu_matmul_precision", "last_layer_first_token_only")
 
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
         """The label space the data decides, passed on to the model's head and metrics, how

@@ -27,6 +27,7 @@ from seqcls.run.checkpoints.resume import check_continues, check_loads, start_po
 from seqcls.run.checkpoints.saving import BestCheckpoint, LastCheckpoint, configured_best_checkpoint
 from seqcls.run.checks.buckets import check_run_buckets
 from seqcls.run.checks.built import check_built
+from seqcls.run.checks.checkpoint_options import EVALUATING, keep_given_options
 from seqcls.run.checks.command_line import (
     OneLineErrorParser,
     check_config_files,
@@ -61,6 +62,10 @@ class RunCLI(LightningCLI):
     derives_training_length = False
     unset: Unset | None = None  # which length and validation flags the recipe decides
     already_finished = False  # fit: the run it continues had finished (fit/no_steps_left.py)
+    # The model options validate, test and predict apply over a checkpoint's saved ones
+    # (run/checks/checkpoint_options.py); any other given with another value is refused.
+    evaluation_options: ClassVar[tuple[str, ...]] = ("cpu_matmul_precision",)
+    argv: tuple[str, ...] = ()  # the command line as given, when it was one
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         describe_options(parser, self.trainer_help)
@@ -74,9 +79,10 @@ class RunCLI(LightningCLI):
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         argv = sys.argv[1:] if args is None else args
         if isinstance(argv, list | tuple):
-            check_config_files([str(arg) for arg in argv])
+            self.argv = tuple(str(arg) for arg in argv)
+            check_config_files(self.argv)
             # A linked option given by hand: jsonargparse's message would blame its value.
-            check_linked_options([str(arg) for arg in argv], linked_options(parser))
+            check_linked_options(self.argv, linked_options(parser))
         super().parse_arguments(parser, args)
         if isinstance(argv, list | tuple):
             # e.g. --data.text_pair_column "#2 String", which YAML reads as a comment
@@ -87,9 +93,16 @@ class RunCLI(LightningCLI):
         # seqcls's: a file that is not a checkpoint would end in a traceback.
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if ckpt_path and os.path.isfile(ckpt_path):
-            check_loads(ckpt_path)
-        super()._parse_ckpt_path()
+        if not (ckpt_path and os.path.isfile(ckpt_path)):
+            return super()._parse_ckpt_path()
+        check_loads(ckpt_path)
+        given = self.config[subcommand].model.clone()
+        super()._parse_ckpt_path()  # the checkpoint's options over the command line's
+        if subcommand in EVALUATING:
+            saved, options = self.config[subcommand].model, self.evaluation_options
+            keep_given_options(
+                given, saved, self.argv, options, subcommand=subcommand, ckpt_path=ckpt_path
+            )
 
     def before_instantiate_classes(self) -> None:
         # Tokens named by SEQCLS_SECRET_* variables, before anything loads from the hub.

@@ -40,8 +40,8 @@ def check_linked_options(argv: Sequence[str], links: Mapping[str, str]) -> None:
         key = arg.partition("=")[0].removesuffix("+").removeprefix("--")
         if arg.startswith("--") and key in links:
             raise ConfigurationError(_filled_in(f"--{key}", links[key], "--"))
-        path = _config_path(argv, index)
-        config = _read_yaml(path) if path is not None else None
+        path = config_path(argv, index)
+        config = read_yaml(path) if path is not None else None
         if not isinstance(config, dict):
             continue
         for target, source in links.items():
@@ -59,7 +59,7 @@ def _filled_in(target: str, source: str, dashes: str = "") -> str:
     )
 
 
-def _config_path(argv: Sequence[str], index: int) -> str | None:
+def config_path(argv: Sequence[str], index: int) -> str | None:
     """The file that ``--config PATH`` or ``--config=PATH`` at ``index`` names, else None."""
     if argv[index] in ("--config", "-c") and index + 1 < len(argv):
         return argv[index + 1]
@@ -68,7 +68,7 @@ def _config_path(argv: Sequence[str], index: int) -> str | None:
     return None
 
 
-def _read_yaml(path: str) -> Any:
+def read_yaml(path: str) -> Any:
     """A local file's YAML; None for any other (the parser says what it is) or bad YAML
     (``check_config_files`` names the file and the line)."""
     if not Path(path).is_file():
