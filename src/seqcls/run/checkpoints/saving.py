@@ -170,7 +170,7 @@ class LastCheckpoint(RunCheckpoint):
         due = steps is not None and step % steps == 0
         if self.every_minutes is not None and step >= self._timer.next_check:
             due = self._minutes_up(trainer, step) or due
-        if due:
+        if due and not _validation_follows(trainer):
             self.save_now(trainer)
 
     def _minutes_up(self, trainer: pl.Trainer, step: int) -> bool:
@@ -222,6 +222,21 @@ class LastCheckpoint(RunCheckpoint):
         """Overwrite ``last.ckpt`` with the current state."""
         path = self.format_checkpoint_name(self._monitor_candidates(trainer))
         self._save_checkpoint(trainer, path)
+
+
+def _validation_follows(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates right after this training batch.
+
+    A checkpoint saved between such a batch and its validation resumes past the validation
+    without running it, and with the best checkpoint's state from before it, so the resumed
+    run keeps other weights than an uninterrupted one. The save is left to the end of that
+    validation (same step), whose state resumes exactly.
+    """
+    epoch_loop = trainer.fit_loop.epoch_loop
+    fetcher = trainer.fit_loop._data_fetcher
+    if fetcher is None or epoch_loop._skip_next_val:
+        return False
+    return epoch_loop._should_check_val_fx(fetcher)
 
 
 class _ClockChecks:
