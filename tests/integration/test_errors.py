@@ -213,7 +213,7 @@ def test_fsdp_config_on_the_cpu(capsys, tiny_bert: Path, tmp_path: Path) -> None
     assert line == (
         "seqcls: error: --trainer.strategy pytorch_lightning.strategies.FSDPStrategy: FSDP "
         "shards the model across CUDA GPUs, and this run has none (--trainer.accelerator cpu); "
-        "leave configs/trainer/fsdp.yaml out to train on the CPU"
+        "to train on the CPU, drop FSDP (configs/trainer/fsdp.yaml or --trainer.strategy)"
     )
 
 
