@@ -21,6 +21,7 @@ from tiny_models import (
     _corpus_list,
     _seeded_init,
     train_byte_level_bpe,
+    train_roberta_backend,
     train_wordpiece,
 )
 from tokenizers import Tokenizer, processors
@@ -70,12 +71,8 @@ def _bert_like(token_types: bool) -> Callable[[list[str], int], PreTrainedTokeni
 
 def _roberta_like(texts: list[str], max_length: int) -> PreTrainedTokenizerFast:
     bos, pad, eos, unk, mask = ROBERTA_SPECIAL_TOKENS
-    backend = train_byte_level_bpe(texts, ROBERTA_SPECIAL_TOKENS, mask=mask)
-    backend.post_processor = processors.RobertaProcessing(
-        (eos, backend.token_to_id(eos)), (bos, backend.token_to_id(bos)), True, False
-    )
     return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
+        tokenizer_object=train_roberta_backend(texts),
         bos_token=bos,
         eos_token=eos,
         sep_token=eos,

@@ -259,6 +259,21 @@ def train_byte_level_bpe(
     return backend
 
 
+def train_roberta_backend(texts: list[str]) -> Tokenizer:
+    """A byte-level BPE trained on ``texts`` with RoBERTa's specials and its ``<s> A </s>``
+    template: what every RoBERTa-like tiny tokenizer wraps."""
+    bos, _, eos, _, mask = ROBERTA_SPECIAL_TOKENS
+    backend = train_byte_level_bpe(texts, ROBERTA_SPECIAL_TOKENS, mask=mask)
+    # Positional arguments: the keyword for the CLS pair differs between tokenizers releases.
+    backend.post_processor = processors.RobertaProcessing(
+        (eos, backend.token_to_id(eos)),
+        (bos, backend.token_to_id(bos)),
+        True,  # trim_offsets
+        False,  # add_prefix_space
+    )
+    return backend
+
+
 def build_tiny_roberta(
     out_dir: Path,
     *,
@@ -271,16 +286,7 @@ def build_tiny_roberta(
     out_dir = Path(out_dir)
     texts = _corpus_list(corpus)
     bos, pad, eos, unk, mask = ROBERTA_SPECIAL_TOKENS
-
-    backend = train_byte_level_bpe(texts, ROBERTA_SPECIAL_TOKENS, mask=mask)
-    # Positional arguments: the keyword for the CLS pair differs between tokenizers releases.
-    backend.post_processor = processors.RobertaProcessing(
-        (eos, backend.token_to_id(eos)),
-        (bos, backend.token_to_id(bos)),
-        True,  # trim_offsets
-        False,  # add_prefix_space
-    )
-
+    backend = train_roberta_backend(texts)
     tokenizer = RobertaTokenizerFast(
         tokenizer_object=backend,
         bos_token=bos,
