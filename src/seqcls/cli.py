@@ -168,9 +168,14 @@ def main(args: Any = None) -> None:
     except RuntimeError as error:
         if not _lost_a_peer(error):
             raise
-        # A process Lightning started, whose rank 0 stopped (on a mistake it has reported in
-        # one line): its own traceback from the broken connection would only bury that line.
-        stopped = f"process {os.environ.get('LOCAL_RANK')}: another process of this run stopped"
+        # Another process of the run ended: one that stopped on a mistake has said so in one
+        # line, which this process's traceback from the broken connection would only bury; a
+        # lost node says nothing, so this line says what to do.
+        stopped = (
+            f"process {_global_rank()}: another process of this run stopped (on its own error, "
+            "or its node was lost); once that is fixed, run the same command again on every "
+            "node to resume from the last checkpoint"
+        )
         print(f"seqcls: error: {stopped}", file=sys.stderr)
         sys.exit(1)
 
@@ -183,10 +188,12 @@ def _global_rank() -> int:
 
 
 def _lost_a_peer(error: RuntimeError) -> bool:
-    """Whether ``error`` is a started DDP process's collective failing on a process that ended."""
-    started = os.environ.get("LOCAL_RANK", "0") != "0"
+    """Whether ``error`` is a distributed run's collective failing on a process that ended."""
+    import torch.distributed
+
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     vanished = ("Connection reset by peer", "Connection closed by peer", "Broken pipe")
-    return started and any(words in str(error) for words in vanished)
+    return distributed and any(words in str(error) for words in vanished)
 
 
 def command() -> NoReturn:

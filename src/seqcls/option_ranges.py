@@ -90,6 +90,7 @@ RANGES: dict[str, Range] = {
     "data.num_proc": Range(low=1, example="4"),
     "early_stopping.patience": Range(low=1, example="8"),
     "early_stopping.min_delta": Range(low=0, example="0.001"),
+    "peers.silent_seconds": Range(low=0, example="120"),
     "tune.n_trials": Range(low=0, example="20"),
     "tune.timeout": Range(low=0, example="3600"),
     "tune.seeds": Range(low=0, example="3"),

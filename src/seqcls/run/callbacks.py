@@ -6,7 +6,7 @@ the signal handler comes first, since from the end of a fit it holds signals for
 the report comes before the export, which saves the calibration the report fits; the note of a
 validation a stop cut short comes before the checkpoints, which save it. The callbacks that
 the command line configures (``--checkpoint.*``, ``--last_checkpoint.*``,
-``--early_stopping.*``) follow these, as ``command.py`` builds them.
+``--early_stopping.*``, ``--peers.*``) follow these, as ``command.py`` builds them.
 """
 
 from collections.abc import Sequence
@@ -32,6 +32,7 @@ from seqcls.run.outputs.metrics_file import MetricsFile
 from seqcls.run.outputs.predictions import PredictionWriter
 from seqcls.run.report.evaluation_report import EvaluationReport
 from seqcls.run.stops.early_stopping import EarlyStoppingOptions
+from seqcls.run.stops.lost_peers import PeerWatch
 from seqcls.run.stops.non_finite_loss import StopOnNonFiniteLoss
 from seqcls.run.stops.signals import StopOnSignal
 
@@ -79,8 +80,8 @@ def run_callbacks(
 
 
 def add_callback_options(parser: LightningArgumentParser) -> None:
-    """``--checkpoint.*``, ``--last_checkpoint.*`` and ``--early_stopping.*``, with seqcls's
-    defaults for the best checkpoint."""
+    """``--checkpoint.*``, ``--last_checkpoint.*``, ``--early_stopping.*`` and ``--peers.*``,
+    with seqcls's defaults for the best checkpoint."""
     # Built by RunCLI._best_checkpoint, not by the parser: its mode follows the metric it
     # monitors.
     parser.add_class_arguments(
@@ -91,6 +92,8 @@ def add_callback_options(parser: LightningArgumentParser) -> None:
         LastCheckpoint, "last_checkpoint", skip={"dirpath"}, instantiate=False
     )
     parser.add_class_arguments(EarlyStoppingOptions, "early_stopping", instantiate=False)
+    # How long a distributed run waits on a silent peer before it stops (--peers.*).
+    parser.add_class_arguments(PeerWatch, "peers", instantiate=False)
     parser.set_defaults(
         {
             # last.ckpt comes from LastCheckpoint: save_last=True here goes stale (see there).

@@ -47,6 +47,7 @@ from seqcls.run.outputs.logs import tensorboard_logger
 from seqcls.run.outputs.quiet import without_load_report
 from seqcls.run.outputs.run_config import CONFIG_FILE, SaveRunConfig
 from seqcls.run.stops.early_stopping import early_stopping
+from seqcls.run.stops.lost_peers import PeerWatch
 from seqcls.run.stops.signals import release_signals
 
 
@@ -183,6 +184,8 @@ class RunCLI(LightningCLI):
                 options.early_stopping, best.monitor, best.mode, validation_off_by=off_by
             )
             callbacks += [stop] if stop is not None else []
+        # Built here, so the watch covers every subcommand's distributed run.
+        callbacks.append(PeerWatch(**self._config().peers.as_dict()))
         check_monitor_directions([*given, *configured])
         config["callbacks"] = callbacks
         # Checkpoints written whole, and the one this run resumed from never pruned.
