@@ -102,6 +102,39 @@ def test_node_zero_writes_the_run_and_the_data_was_split(nodes: list[tuple[Path,
     assert not (nodes[1][0] / "run").exists()
 
 
+@pytest.mark.slow
+def test_nodes_that_would_resume_from_different_checkpoints_stop_together(
+    nodes: list[tuple[Path, str]], tiny_bert: Path
+) -> None:
+    """Run again for one more epoch, node 0 finds its last.ckpt and node 1, on a disk of its
+    own, nothing: they would train different weights as one model."""
+    port = free_port()
+    processes = []
+    for (disk, _), pool in zip(nodes, ["workerpool0", "workerpool1"], strict=True):
+        command = fit_command(tiny_bert, disk)
+        command[command.index("--trainer.max_epochs") + 1] = "2"
+        processes.append(
+            subprocess.Popen(
+                command,
+                cwd=disk,
+                env=node_env(cluster_spec(port, pool), disk),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    errors = [process.communicate(timeout=TIMEOUT_S)[1] for process in processes]
+    assert [process.returncode for process in processes] == [2, 2], errors
+    assert errors[0].strip().splitlines()[-1] == (
+        "seqcls: error: process 0 starts from checkpoint last.ckpt (step 2), process 1 from "
+        "scratch: every node must see the same run directory to resume it; give "
+        "--trainer.default_root_dir a folder all nodes share (a gs:// bucket, or a shared file "
+        "system), or the same --ckpt_path on every node"
+    )
+    assert not any("Traceback" in error for error in errors), errors
+
+
 @pytest.fixture
 def restored_environment(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Forget every distributed variable now, and restore them all after the test.

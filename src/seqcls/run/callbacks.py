@@ -19,6 +19,7 @@ from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.run.checkpoints.adapters import AdapterCheckpoints
 from seqcls.run.checkpoints.random_state import RandomState
 from seqcls.run.checkpoints.resume import StartPoint
+from seqcls.run.checkpoints.same_start import SameStartEverywhere
 from seqcls.run.checkpoints.saving import LastCheckpoint
 from seqcls.run.fit.cut_validation import RerunCutValidation
 from seqcls.run.fit.final_validation import ValidateFinalWeights
@@ -68,6 +69,9 @@ def run_callbacks(
     if subcommand == "fit":
         # Before the checkpoints: the state saved on a stop notes a validation it cut.
         callbacks.append(RerunCutValidation())
+    if subcommand == "fit":
+        # Before anything loads: a node that resumes while another starts afresh trains wrong.
+        callbacks.append(SameStartEverywhere(start))
     if subcommand == "fit" and start.local is not None:
         # Resumed at its last step, a fit still validates its final weights.
         callbacks.append(ValidateWhenNothingLeft())
