@@ -164,6 +164,9 @@ class EvaluationReport(pl.Callback):
         # After MetricsFile has written the best validation's metrics in on_fit_end.
         if stage == "fit" and self._fitted is not None and self._fitted.metrics:
             self._add_metrics(trainer, next(iter(self._best.rows)), self._fitted.metrics)
+        elif stage == "fit" and self._fitted is not None and self._fitted.note:
+            # Why metrics.json has no temperature, where it was asked for and none was fitted.
+            self._add_fit_note(trainer, "calibration", self._fitted.note)
 
     # The parts.
 
@@ -238,6 +241,13 @@ class EvaluationReport(pl.Callback):
             )
 
     @rank_zero_only
+    def _add_fit_note(self, trainer: pl.Trainer, key: str, note: str) -> None:
+        if not trainer.is_global_zero:
+            return
+        merged = read_metrics(trainer.default_root_dir)
+        merged.setdefault("fit", {})[key] = note
+        write_text(os.path.join(trainer.default_root_dir, METRICS_FILE), metrics_text(merged))
+
     def _add_metrics(self, trainer: pl.Trainer, prefix: str, metrics: dict[str, float]) -> None:
         merged = read_metrics(trainer.default_root_dir)
         merged.setdefault(split_name(prefix), {}).update(metrics)
