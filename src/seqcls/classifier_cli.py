@@ -30,6 +30,12 @@ class SeqclsCLI(RunCLI):
     derives_training_length = True
     # Over a checkpoint's saved options: how predictions are decided, and how the model runs.
     evaluation_options = ("threshold", "cpu_matmul_precision", "last_layer_first_token_only")
+    continued_fit_options = (
+        *evaluation_options,
+        "compile",
+        "fast_cpu_dropout",
+        "gradient_checkpointing",
+    )
 
     def link_data_and_model(self, parser: LightningArgumentParser) -> None:
         """The label space the data decides, passed on to the model's head and metrics, how

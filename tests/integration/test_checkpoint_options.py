@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 
 from seqcls.cli import main
 
@@ -84,3 +85,43 @@ def test_an_option_the_checkpoint_fixes_is_refused_in_one_line(
         "--model.cpu_matmul_precision, --model.last_layer_first_token_only, --model.threshold "
         "apply)"
     )
+
+
+def continue_fit(work: Path, name: str, *extra: str) -> None:
+    """``seqcls fit`` continuing the fitted run's last checkpoint for one more epoch."""
+    main([
+        "fit", "--config", str(work / "run/config.yaml"),
+        "--ckpt_path", str(work / "run/checkpoints/last.ckpt"),
+        "--trainer.default_root_dir", str(work / name),
+        "--trainer.max_epochs", "2",
+        *extra,
+    ])  # fmt: skip
+
+
+def test_fit_refuses_an_option_its_checkpoint_would_override(
+    fitted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        continue_fit(fitted, "fit-refused", "--model.dropout", "0.3")
+    assert done.value.code == 2
+    assert not (fitted / "fit-refused").exists()
+    checkpoint = fitted / "run/checkpoints/last.ckpt"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"seqcls: error: --model.dropout 0.3: fit continues --ckpt_path {checkpoint} as it was "
+        "trained, with 0.0; leave the flag out (over a checkpoint only "
+        "--model.compile, --model.cpu_matmul_precision, "
+        "--model.fast_cpu_dropout, --model.gradient_checkpointing, "
+        "--model.last_layer_first_token_only, --model.threshold apply), or train a new run "
+        "from its weights with --model.model_name_or_path RUN/model and a new "
+        "--trainer.default_root_dir"
+    )
+
+
+def test_fit_applies_how_it_runs_over_its_checkpoint(fitted: Path) -> None:
+    """The checkpoint saved gradient_checkpointing false; the continued fit trains with it on,
+    and its own checkpoint says so."""
+    continue_fit(fitted, "fit-recomputed", "--model.gradient_checkpointing", "true")
+    saved = torch.load(
+        fitted / "fit-recomputed/checkpoints/last.ckpt", weights_only=True, map_location="cpu"
+    )
+    assert saved["hyper_parameters"]["gradient_checkpointing"] is True

@@ -66,6 +66,8 @@ class RunCLI(LightningCLI):
     # The model options validate, test and predict apply over a checkpoint's saved ones
     # (run/checks/checkpoint_options.py); any other given with another value is refused.
     evaluation_options: ClassVar[tuple[str, ...]] = ("cpu_matmul_precision",)
+    # Those fit applies over a --ckpt_path it continues: how the same network trains and runs.
+    continued_fit_options: ClassVar[tuple[str, ...]] = ("cpu_matmul_precision",)
     argv: tuple[str, ...] = ()  # the command line as given, when it was one
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -99,8 +101,11 @@ class RunCLI(LightningCLI):
         check_loads(ckpt_path)
         given = self.config[subcommand].model.clone()
         super()._parse_ckpt_path()  # the checkpoint's options over the command line's
-        if subcommand in EVALUATING:
-            saved, options = self.config[subcommand].model, self.evaluation_options
+        if subcommand in (*EVALUATING, "fit"):
+            saved = self.config[subcommand].model
+            options = self.evaluation_options
+            if subcommand == "fit":
+                options = self.continued_fit_options
             keep_given_options(
                 given, saved, self.argv, options, subcommand=subcommand, ckpt_path=ckpt_path
             )

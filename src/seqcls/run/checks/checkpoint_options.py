@@ -1,9 +1,10 @@
-"""Model options given to ``validate``, ``test`` or ``predict`` beside a ``--ckpt_path``.
+"""Model options given to ``fit``, ``validate``, ``test`` or ``predict`` beside a ``--ckpt_path``.
 
 Lightning's CLI replaces every model option with the hyper-parameters a local checkpoint
 saved, so ``--model.threshold 0.3`` would be dropped without a word. The options that only
 decide how a command scores the weights it loads (the command's ``evaluation_options``, such as
-``--model.threshold``) are put back as given, by a flag or in a ``--config`` file. Any other
+``--model.threshold``), or how fit runs the network it continues (``continued_fit_options``,
+such as ``--model.compile``), are put back as given, by a flag or in a ``--config`` file. Any other
 model flag with a value other than the checkpoint's would not take effect (the checkpoint's
 network, options and weights are what is scored), and is refused in one line.
 """
@@ -58,10 +59,17 @@ def keep_given_options(
             saved[key] = now
         elif key in flags:
             applied = ", ".join(f"--model.{option}" for option in sorted(evaluation_options))
+            does = "continues" if subcommand == "fit" else "scores"
+            fix = (
+                ", or train a new run from its weights with --model.model_name_or_path "
+                "RUN/model and a new --trainer.default_root_dir"
+                if subcommand == "fit"
+                else ""
+            )
             raise ConfigurationError(
-                f"--model.{key} {_as_flag(now)}: {subcommand} scores --ckpt_path {ckpt_path} "
+                f"--model.{key} {_as_flag(now)}: {subcommand} {does} --ckpt_path {ckpt_path} "
                 f"as it was trained, with {_as_flag(kept)}; leave the flag out (over a "
-                f"checkpoint only {applied} apply)"
+                f"checkpoint only {applied} apply){fix}"
             )
 
 
