@@ -22,6 +22,8 @@ from typing import IO, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from seqcls.cloud.write_faults import writing
+
 log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
 _TRAINER_STEP = re.compile(r"checkpoint-\d+$")
@@ -84,12 +86,22 @@ def write_text(path: str, text: str) -> None:
 
 @contextmanager
 def open_for_writing(path: str, newline: str | None = None) -> Iterator[IO[str]]:
-    """A text stream to ``path``; a remote object is uploaded when the stream closes."""
+    """A text stream to ``path``; a remote object is uploaded when the stream closes.
+
+    A local file is written under a temporary name and renamed into place, so a write that
+    fails (a full disk) leaves the previous file as it was, not emptied.
+    """
     fs, fs_path = _fs(path)
-    if isinstance(fs, LocalFileSystem):
-        fs.makedirs(fs._parent(fs_path), exist_ok=True)
-    with fsspec.open(path, "w", newline=newline) as stream:
-        yield stream
+    if not isinstance(fs, LocalFileSystem):
+        with writing(path), fsspec.open(path, "w", newline=newline) as stream:
+            yield stream
+        return
+    fs.makedirs(fs._parent(fs_path), exist_ok=True)
+    partial = f"{fs_path}.partial"
+    with writing(path, partial=partial):
+        with open(partial, "w", newline=newline) as stream:
+            yield stream
+        os.replace(partial, fs_path)
 
 
 def download_file(url: str, target: Path) -> Path:

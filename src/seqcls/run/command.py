@@ -20,6 +20,7 @@ from pytorch_lightning.cli import ArgsType, LightningArgumentParser, LightningCL
 
 from seqcls.cloud.secrets import apply_secrets
 from seqcls.cloud.vertex import apply_vertex_cluster, cluster_num_nodes
+from seqcls.cloud.write_faults import writing
 from seqcls.data.base import DEFAULT_SEED, TextDataModule
 from seqcls.run.callbacks import add_callback_options, run_callbacks
 from seqcls.run.checkpoints.atomic_io import with_atomic_io
@@ -205,6 +206,12 @@ class RunCLI(LightningCLI):
         return configured_best_checkpoint(
             options, monitor, config.trainer.get("val_check_interval")
         )
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        # A write the disk or bucket refused anywhere in the run (logs, report, export) ends
+        # in one line naming the run directory; checkpoints and text files name their own.
+        with writing(self.layout.root):
+            super()._run_subcommand(subcommand)
 
     def before_fit(self) -> None:
         self._fit_started = time.monotonic()

@@ -16,9 +16,11 @@ from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.cloud.storage import is_remote, upload_file
+from seqcls.cloud.write_faults import writing
 from seqcls.run.checkpoints.reuse import reuse_checkpoint
 
 log = logging.getLogger(__name__)
+_PREVIOUS_KEPT = "the checkpoints saved before are intact"
 
 
 class AtomicCheckpointIO(_WrappingCheckpointIO):
@@ -60,13 +62,17 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
         if is_remote(target):
             with tempfile.TemporaryDirectory(prefix="seqcls-ckpt-") as folder:
                 local = Path(folder) / posixpath.basename(target)
-                self._write_local(checkpoint, str(local), storage_options)
-                upload_file(local, target)
+                with writing(str(local), note=_PREVIOUS_KEPT):
+                    self._write_local(checkpoint, str(local), storage_options)
+                with writing(target, note=_PREVIOUS_KEPT):
+                    upload_file(local, target)
             return
         partial = f"{target}.partial"
-        self._write_local(checkpoint, partial, storage_options)
-        with open(partial, "rb") as written:
-            os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
+        # A full disk ends the run in one line, with the partial file removed.
+        with writing(target, partial=partial, note=_PREVIOUS_KEPT):
+            self._write_local(checkpoint, partial, storage_options)
+            with open(partial, "rb") as written:
+                os.fsync(written.fileno())  # on disk before the rename makes it the checkpoint
         os.replace(partial, target)
 
     def _write_local(self, checkpoint: dict[str, Any], path: str, storage_options: Any) -> None:
@@ -84,7 +90,10 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
             base.save_checkpoint(checkpoint, path, storage_options)  # its own rules, its errors
             return
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        torch.save(checkpoint, path)
+        # Through a file this function closes: given the path, torch's writer keeps the file
+        # open from the frames of a failed save's traceback, and a full disk stays full.
+        with open(path, "wb") as stream:
+            torch.save(checkpoint, stream)
 
     def remove_checkpoint(self, path: _PATH) -> None:
         if self.keep is not None and _same_file(str(path), self.keep):
