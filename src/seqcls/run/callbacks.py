@@ -17,6 +17,7 @@ from pytorch_lightning.cli import LightningArgumentParser
 
 from seqcls.cloud.hypertune import HypertuneReporter, in_vertex
 from seqcls.run.checkpoints.adapters import AdapterCheckpoints
+from seqcls.run.checkpoints.disk_space import CheckpointDiskSpace
 from seqcls.run.checkpoints.random_state import RandomState
 from seqcls.run.checkpoints.resume import StartPoint
 from seqcls.run.checkpoints.same_start import SameStartEverywhere
@@ -69,6 +70,7 @@ def run_callbacks(
     if subcommand == "fit":
         # Before the checkpoints: the state saved on a stop notes a validation it cut.
         callbacks.append(RerunCutValidation())
+        callbacks.append(CheckpointDiskSpace())  # a disk too small, said before training
     if subcommand == "fit":
         # Before anything loads: a node that resumes while another starts afresh trains wrong.
         callbacks.append(SameStartEverywhere(start))
