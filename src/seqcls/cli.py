@@ -132,6 +132,7 @@ def main(args: Any = None) -> None:
     # Imported before logging is set up: Lightning keeps its own handler when it finds none.
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    from seqcls.cloud.retry_notes import say_retries_once
     from seqcls.run.checks.buckets import answer_local_paths_first
     from seqcls.run.outputs.quiet import quiet_libraries
     from seqcls.run.stops.signals import exit_status
@@ -140,6 +141,7 @@ def main(args: Any = None) -> None:
     logging.getLogger("seqcls").setLevel(logging.INFO)
 
     quiet_libraries()
+    say_retries_once()  # a bucket's transient answers, retried by gcsfs, said once
     answer_local_paths_first()
     try:
         if isinstance(argv, list) and argv[:1] == ["tune"]:
