@@ -4,8 +4,10 @@ line everywhere, and a CLUSTER_SPEC that differs only in ``task``."""
 import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
@@ -72,3 +74,17 @@ def fit_command(model: Path, disk: Path) -> list[str]:
         "--trainer.max_epochs", "1",
         "--trainer.enable_progress_bar", "false",
     ]  # fmt: skip
+
+
+def start_node(
+    command: list[str], disk: Path, port: int, pool: str, **streams: Any
+) -> "subprocess.Popen[Any]":
+    """Start ``command`` as the node of worker pool ``pool`` whose disk is ``disk``; ``streams``
+    go to Popen (stdout, stderr, text)."""
+    return subprocess.Popen(
+        command,
+        cwd=disk,
+        env=node_env(cluster_spec(port, pool), disk),
+        stdin=subprocess.DEVNULL,
+        **streams,
+    )

@@ -14,10 +14,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from two_nodes import cluster_spec, fit_command, free_port, node_env
+from two_nodes import fit_command, free_port, start_node
 
 SILENT_S = 6
 EPOCHS = 6
@@ -25,7 +26,7 @@ EPOCHS = 6
 TIMEOUT_S = 240
 
 
-def start_nodes(model: Path, shared: Path, *, attempt: str) -> list[subprocess.Popen[bytes]]:
+def start_nodes(model: Path, shared: Path, *, attempt: str) -> list[subprocess.Popen[Any]]:
     port = free_port()
     processes = []
     for rank, pool in enumerate(["workerpool0", "workerpool1"]):
@@ -38,14 +39,7 @@ def start_nodes(model: Path, shared: Path, *, attempt: str) -> list[subprocess.P
         command += ["--peers.silent_seconds", str(SILENT_S)]
         with (disk / f"{attempt}.log").open("wb") as log:
             processes.append(
-                subprocess.Popen(
-                    command,
-                    cwd=disk,
-                    env=node_env(cluster_spec(port, pool), disk),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
+                start_node(command, disk, port, pool, stdout=log, stderr=subprocess.STDOUT)
             )
     return processes
 
@@ -55,9 +49,9 @@ def output(shared: Path, rank: int, attempt: str) -> str:
 
 
 @pytest.fixture
-def stopped_at_end(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+def stopped_at_end(tmp_path: Path) -> Iterator[list[subprocess.Popen[Any]]]:
     """The processes a test starts, killed (and let go, if frozen) however it ends."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[subprocess.Popen[Any]] = []
     yield started
     for process in started:
         if process.poll() is None:
@@ -66,7 +60,7 @@ def stopped_at_end(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
             process.wait()
 
 
-def wait_for(path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+def wait_for(path: Path, processes: list[subprocess.Popen[Any]]) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while not path.exists():
         assert all(p.poll() is None for p in processes), "a node ended before its checkpoint"
@@ -80,7 +74,7 @@ def last_error_line(text: str) -> str:
 
 @pytest.mark.slow
 def test_a_frozen_node_stops_the_other_in_bounded_time_and_the_rerun_resumes(
-    tiny_bert: Path, tmp_path: Path, stopped_at_end: list[subprocess.Popen[bytes]]
+    tiny_bert: Path, tmp_path: Path, stopped_at_end: list[subprocess.Popen[Any]]
 ) -> None:
     nodes = start_nodes(tiny_bert, tmp_path, attempt="first")
     stopped_at_end += nodes
@@ -119,7 +113,7 @@ def test_a_frozen_node_stops_the_other_in_bounded_time_and_the_rerun_resumes(
 
 @pytest.mark.slow
 def test_a_killed_node_stops_the_other_at_once_in_one_line(
-    tiny_bert: Path, tmp_path: Path, stopped_at_end: list[subprocess.Popen[bytes]]
+    tiny_bert: Path, tmp_path: Path, stopped_at_end: list[subprocess.Popen[Any]]
 ) -> None:
     nodes = start_nodes(tiny_bert, tmp_path, attempt="first")
     stopped_at_end += nodes

@@ -25,7 +25,7 @@ from two_nodes import (
     cluster_spec,
     fit_command,
     free_port,
-    node_env,
+    start_node,
 )
 
 from seqcls.cli import main, make_cli
@@ -43,15 +43,9 @@ def nodes(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> list[tup
     try:
         for disk, pool in zip(disks, pools, strict=True):
             with (disk / "output.log").open("wb") as log:
+                command = fit_command(tiny_bert, disk)
                 processes.append(
-                    subprocess.Popen(
-                        fit_command(tiny_bert, disk),
-                        cwd=disk,
-                        env=node_env(cluster_spec(port, pool), disk),
-                        stdin=subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
+                    start_node(command, disk, port, pool, stdout=log, stderr=subprocess.STDOUT)
                 )
         deadline = time.monotonic() + TIMEOUT_S
         for process in processes:
@@ -114,11 +108,11 @@ def test_nodes_that_would_resume_from_different_checkpoints_stop_together(
         command = fit_command(tiny_bert, disk)
         command[command.index("--trainer.max_epochs") + 1] = "2"
         processes.append(
-            subprocess.Popen(
+            start_node(
                 command,
-                cwd=disk,
-                env=node_env(cluster_spec(port, pool), disk),
-                stdin=subprocess.DEVNULL,
+                disk,
+                port,
+                pool,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,

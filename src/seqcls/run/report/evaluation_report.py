@@ -242,19 +242,24 @@ class EvaluationReport(pl.Callback):
 
     @rank_zero_only
     def _add_fit_note(self, trainer: pl.Trainer, key: str, note: str) -> None:
-        if not trainer.is_global_zero:
-            return
-        merged = read_metrics(trainer.default_root_dir)
-        merged.setdefault("fit", {})[key] = note
-        write_text(os.path.join(trainer.default_root_dir, METRICS_FILE), metrics_text(merged))
+        self._add_to_metrics_file(trainer, "fit", {key: note})
 
     def _add_metrics(self, trainer: pl.Trainer, prefix: str, metrics: dict[str, float]) -> None:
-        merged = read_metrics(trainer.default_root_dir)
-        merged.setdefault(split_name(prefix), {}).update(metrics)
-        write_text(os.path.join(trainer.default_root_dir, METRICS_FILE), metrics_text(merged))
+        self._add_to_metrics_file(trainer, split_name(prefix), metrics)
         if trainer.logger is not None:
             logged = {f"{prefix}/{name}": value for name, value in metrics.items()}
             trainer.logger.log_metrics(logged, step=trainer.global_step)
+
+    def _add_to_metrics_file(
+        self, trainer: pl.Trainer, section: str, values: dict[str, Any]
+    ) -> None:
+        """Add ``values`` to ``section`` of metrics.json, from global rank 0 alone: another
+        node's process would write a metrics.json of its own, on its disk or over rank 0's."""
+        if not trainer.is_global_zero:
+            return
+        merged = read_metrics(trainer.default_root_dir)
+        merged.setdefault(section, {}).update(values)
+        write_text(os.path.join(trainer.default_root_dir, METRICS_FILE), metrics_text(merged))
 
     def _saved_calibration(self, pl_module: SequenceClassifier) -> Calibration | None:
         """The calibration that goes with the weights evaluated.
