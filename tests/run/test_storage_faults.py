@@ -130,3 +130,24 @@ def test_too_small_a_disk_is_one_warning_line(tmp_path: Path) -> None:
     assert "\n" not in line
     assert line.startswith(f"{tmp_path / 'checkpoints'}: the checkpoints need about ")
     assert "--trainer.default_root_dir" in line
+
+
+def test_a_bucket_checkpoint_whose_local_copy_fills_the_disk_names_tmpdir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gs:// checkpoint is written to a local temporary file first, on TMPDIR's disk."""
+    from seqcls.run.checkpoints import atomic_io
+    from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AtomicCheckpointIO, "_write_local", full)
+    # Answered without gcsfs, which would look for credentials: nothing reaches the bucket.
+    monkeypatch.setattr(atomic_io, "is_remote", lambda path: path.startswith("gs://"))
+    with pytest.raises(StorageFault) as raised:
+        AtomicCheckpointIO().save_checkpoint({}, RUN)
+    line = str(raised.value)
+    assert "/last.ckpt: no space left on device" in line
+    assert "set TMPDIR to a folder on a larger disk" in line
+    assert line.endswith("the checkpoints saved before are intact")

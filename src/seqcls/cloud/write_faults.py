@@ -24,7 +24,7 @@ _NEARLY_FULL = 1 << 20
 _NO_SPACE = re.compile(r"No space left on device|os error 28\b|Errno 28\b")
 _NO_QUOTA = re.compile(r"Disk quota exceeded|os error 122\b|Errno 122\b")
 _GCS_WRITER_ROLE = "roles/storage.objectAdmin"
-_LOCAL_FIX = "free space there or give --trainer.default_root_dir a folder on another disk"
+LOCAL_FIX = "free space there or give --trainer.default_root_dir a folder on another disk"
 
 
 class StorageFault(ConfigurationError):
@@ -32,19 +32,22 @@ class StorageFault(ConfigurationError):
 
 
 @contextmanager
-def writing(path: str, *, partial: str | None = None, note: str = "") -> Iterator[None]:
+def writing(
+    path: str, *, partial: str | None = None, note: str = "", fix: str = LOCAL_FIX
+) -> Iterator[None]:
     """Run the block that writes ``path``; a refusal by its storage becomes a StorageFault.
 
     ``partial``: the local file the block writes before renaming it to ``path``; it is
     removed when the write fails, so the space it took is free again and nothing half
-    written is left. ``note`` ends the line (what is still intact, say).
+    written is left. ``note`` ends the line (what is still intact, say); ``fix``: what to do
+    about a full local disk.
     """
     try:
         yield
     except Exception as error:
         # Judged first: the partial file still fills the disk, which a writer that lost the
         # errno leaves as the only sign.
-        fault = storage_fault(error, path, note=note)
+        fault = storage_fault(error, path, note=note, fix=fix)
         if partial is not None:
             _remove(partial)
         if fault is None:
@@ -55,37 +58,39 @@ def writing(path: str, *, partial: str | None = None, note: str = "") -> Iterato
         raise earlier or fault from error
 
 
-def storage_fault(error: BaseException, path: str, *, note: str = "") -> StorageFault | None:
+def storage_fault(
+    error: BaseException, path: str, *, note: str = "", fix: str = LOCAL_FIX
+) -> StorageFault | None:
     """The one line for ``error``, raised while writing ``path``; None for any other error."""
     if isinstance(error, StorageFault):
         return error
-    cause = _remote_cause(error, path) if "://" in path else _local_cause(error, path)
+    cause = _remote_cause(error, path) if "://" in path else _local_cause(error, path, fix)
     if cause is None:
         return None
     return StorageFault(f"{path}: {cause}" + (f"; {note}" if note else ""))
 
 
-def _local_cause(error: BaseException, path: str) -> str | None:
+def _local_cause(error: BaseException, path: str, fix: str) -> str | None:
     found = _errno_in(error)
     text = " ".join(str(e) for e in _chain(error))
     if found in (errno.ENOSPC, errno.EDQUOT) or _NO_SPACE.search(text) or _NO_QUOTA.search(text):
         quota = found == errno.EDQUOT or bool(_NO_QUOTA.search(text))
-        return _no_space(path, quota=quota)
+        return _no_space(path, quota=quota, fix=fix)
     if found == errno.EROFS:
         return "read-only file system; give --trainer.default_root_dir a writable folder"
     if found in (errno.EACCES, errno.EPERM):
         return "permission denied; give --trainer.default_root_dir a folder this user can write"
     free = _disk_bytes(path, "free")
     if found is None and free is not None and free < _NEARLY_FULL:
-        return _no_space(path, quota=False)
+        return _no_space(path, quota=False, fix=fix)
     return None
 
 
-def _no_space(path: str, *, quota: bool) -> str:
+def _no_space(path: str, *, quota: bool, fix: str) -> str:
     total = _disk_bytes(path, "total")
     where = f" (a disk of {_mib(total)})" if total is not None and not quota else ""
     cause = "disk quota exceeded" if quota else "no space left on device"
-    return f"{cause}{where}; {_LOCAL_FIX}"
+    return f"{cause}{where}; {fix}"
 
 
 def _remote_cause(error: BaseException, path: str) -> str | None:
