@@ -25,6 +25,8 @@ _NO_SPACE = re.compile(r"No space left on device|os error 28\b|Errno 28\b")
 _NO_QUOTA = re.compile(r"Disk quota exceeded|os error 122\b|Errno 122\b")
 _GCS_WRITER_ROLE = "roles/storage.objectAdmin"
 LOCAL_FIX = "free space there or give --trainer.default_root_dir a folder on another disk"
+# For the local copy of what goes to a bucket, written under the temporary folder first.
+TEMPORARY_FIX = "free space there or set TMPDIR to a folder on a larger disk"
 
 
 class StorageFault(ConfigurationError):

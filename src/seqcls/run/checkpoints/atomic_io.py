@@ -16,13 +16,11 @@ from pytorch_lightning.plugins.io.wrapper import _WrappingCheckpointIO
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.cloud.storage import is_remote, upload_file
-from seqcls.cloud.write_faults import writing
+from seqcls.cloud.write_faults import TEMPORARY_FIX, writing
 from seqcls.run.checkpoints.reuse import reuse_checkpoint
 
 log = logging.getLogger(__name__)
 _PREVIOUS_KEPT = "the checkpoints saved before are intact"
-# A bucket's checkpoint is written to a local temporary file first, on TMPDIR's disk.
-_TEMPORARY_FIX = "free space there or set TMPDIR to a folder on a larger disk"
 
 
 class AtomicCheckpointIO(_WrappingCheckpointIO):
@@ -64,7 +62,7 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
         if is_remote(target):
             with tempfile.TemporaryDirectory(prefix="seqcls-ckpt-") as folder:
                 local = Path(folder) / posixpath.basename(target)
-                with writing(str(local), note=_PREVIOUS_KEPT, fix=_TEMPORARY_FIX):
+                with writing(str(local), note=_PREVIOUS_KEPT, fix=TEMPORARY_FIX):
                     self._write_local(checkpoint, str(local), storage_options)
                 with writing(target, note=_PREVIOUS_KEPT):
                     upload_file(local, target)

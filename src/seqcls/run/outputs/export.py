@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.initialization import no_init_weights
 
 from seqcls.cloud.storage import download_file, is_remote, upload_dir
+from seqcls.cloud.write_faults import LOCAL_FIX, TEMPORARY_FIX, writing
 from seqcls.data.reading import Reading, save_reading
 from seqcls.model.calibration import Calibration, save_into
 from seqcls.model.lora import Lora, export_lora
@@ -128,15 +129,18 @@ class ExportBestModel(pl.Callback):
             if best and is_remote(best):
                 local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
             out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
-            export_model(
-                model,
-                datamodule.tokenizer,
-                out_dir,
-                checkpoint_path=local_best or None,
-                calibration=getattr(pl_module, "calibration", None),
-                carried_weights=getattr(pl_module, "carried_weights", None),
-                lora=getattr(pl_module, "lora", None),
-            )
+            # A full disk or a refusing bucket ends the run in one line naming the folder.
+            with writing(str(out_dir), fix=TEMPORARY_FIX if remote else LOCAL_FIX):
+                export_model(
+                    model,
+                    datamodule.tokenizer,
+                    out_dir,
+                    checkpoint_path=local_best or None,
+                    calibration=getattr(pl_module, "calibration", None),
+                    carried_weights=getattr(pl_module, "carried_weights", None),
+                    lora=getattr(pl_module, "lora", None),
+                )
             if remote:
-                upload_dir(out_dir, self.model_dir)
+                with writing(self.model_dir):
+                    upload_dir(out_dir, self.model_dir)
         log.info("Exported %s to %s", best or "the final weights", self.model_dir)
