@@ -131,5 +131,5 @@ def test_a_full_disk_under_the_other_run_files_stops_the_run_in_one_line(
     assert "Traceback" not in output
     last = output.strip().splitlines()[-1]
     run = tmp_path / "disk" / "run"
-    assert last.startswith(f"seqcls: error: {run}{named}: "), last
+    assert last.startswith(f"seqcls: error: {run}{named}"), last
     assert "no space left on device" in last

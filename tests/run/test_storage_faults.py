@@ -151,3 +151,24 @@ def test_a_bucket_checkpoint_whose_local_copy_fills_the_disk_names_tmpdir(
     assert "/last.ckpt: no space left on device" in line
     assert "set TMPDIR to a folder on a larger disk" in line
     assert line.endswith("the checkpoints saved before are intact")
+
+
+def test_a_fault_under_a_run_folder_names_the_file_and_only_claims_its_own(
+    tmp_path: Path,
+) -> None:
+    """The whole run is wrapped (run/command.py): a file named by the error is named in the
+    line, and an error elsewhere is the run folder's only where it says it is a full disk."""
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    inside = OSError(errno.ENOSPC, "No space left on device", str(run / "logs" / "events"))
+    line = str(storage_fault(inside, str(run), under=True))
+    assert line.startswith(f"{run / 'logs' / 'events'}: no space left on device")
+    outside = OSError(errno.ENOSPC, "No space left on device", str(cache / "tokens"))
+    line = str(storage_fault(outside, str(run), under=True))
+    assert line.startswith(f"{cache / 'tokens'}: no space left on device")
+    assert line.endswith("; free space there")
+    denied = PermissionError(errno.EACCES, "Permission denied", str(cache / "train.csv"))
+    assert storage_fault(denied, str(run), under=True) is None
+    other_bucket = OSError("Forbidden: https://storage/b/data-bucket/o/train.csv\nno access")
+    assert storage_fault(other_bucket, "gs://bucket/run", under=True) is None
+    assert "403 Forbidden" in str(storage_fault(other_bucket, "gs://data-bucket/run", under=True))
+    assert storage_fault(RuntimeError("bad pickle"), str(run), under=True) is None

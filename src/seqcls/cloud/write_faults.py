@@ -35,21 +35,28 @@ class StorageFault(ConfigurationError):
 
 @contextmanager
 def writing(
-    path: str, *, partial: str | None = None, note: str = "", fix: str = LOCAL_FIX
+    path: str,
+    *,
+    partial: str | None = None,
+    note: str = "",
+    fix: str = LOCAL_FIX,
+    under: bool = False,
 ) -> Iterator[None]:
     """Run the block that writes ``path``; a refusal by its storage becomes a StorageFault.
 
     ``partial``: the local file the block writes before renaming it to ``path``; it is
     removed when the write fails, so the space it took is free again and nothing half
     written is left. ``note`` ends the line (what is still intact, say); ``fix``: what to do
-    about a full local disk.
+    about a full local disk. ``under``: ``path`` is a folder the block writes files under,
+    among other work; a fault names the file the error names where it names one, and is
+    the folder's only where it happened in it.
     """
     try:
         yield
     except Exception as error:
         # Judged first: the partial file still fills the disk, which a writer that lost the
         # errno leaves as the only sign.
-        fault = storage_fault(error, path, note=note, fix=fix)
+        fault = storage_fault(error, path, note=note, fix=fix, under=under)
         if partial is not None:
             _remove(partial)
         if fault is None:
@@ -61,20 +68,52 @@ def writing(
 
 
 def storage_fault(
-    error: BaseException, path: str, *, note: str = "", fix: str = LOCAL_FIX
+    error: BaseException,
+    path: str,
+    *,
+    note: str = "",
+    fix: str = LOCAL_FIX,
+    under: bool = False,
 ) -> StorageFault | None:
-    """The one line for ``error``, raised while writing ``path``; None for any other error."""
+    """The one line for ``error``, raised while writing ``path``; None for any other error.
+    ``under``: as ``writing`` takes it."""
     if isinstance(error, StorageFault):
         return error
-    cause = _remote_cause(error, path) if "://" in path else _local_cause(error, path, fix)
+    if "://" in path:
+        bucket = path.split("/")[2]
+        named_bucket = re.compile(rf"(?<![\w.-]){re.escape(bucket)}(?![\w.-])")
+        if under and _forbidden(error) and not named_bucket.search(_text(error)):
+            return None  # refused by another bucket (a data file's): not this folder's write
+        cause = _remote_cause(error, path)
+        named = _filename_in(error) if under and cause is None else None
+        if named is not None and "://" not in named:
+            return _outside_fault(error, named)  # a local copy on its way to the bucket
+    else:
+        named = _filename_in(error) if under else None
+        if named is not None:
+            inside = os.path.abspath(named).startswith(os.path.abspath(path) + os.sep)
+            if not inside:
+                return _outside_fault(error, named)
+            path = named
+        cause = _local_cause(error, path, fix, guess=not under)
     if cause is None:
         return None
     return StorageFault(f"{path}: {cause}" + (f"; {note}" if note else ""))
 
 
-def _local_cause(error: BaseException, path: str, fix: str) -> str | None:
+def _outside_fault(error: BaseException, named: str) -> StorageFault | None:
+    """A full disk met outside the run's folder (a cache, say): named, with its own fix."""
+    cause = _local_cause(error, named, "free space there", guess=False)
+    if cause is None or not cause.startswith(("no space", "disk quota")):
+        return None
+    return StorageFault(f"{named}: {cause}")
+
+
+def _local_cause(error: BaseException, path: str, fix: str, *, guess: bool) -> str | None:
+    """Why the local write of ``path`` failed; ``guess``: an error without an errno counts
+    as a full disk where its disk is nearly full (torch.save's), else only errors that say."""
     found = _errno_in(error)
-    text = " ".join(str(e) for e in _chain(error))
+    text = _text(error)
     if found in (errno.ENOSPC, errno.EDQUOT) or _NO_SPACE.search(text) or _NO_QUOTA.search(text):
         quota = found == errno.EDQUOT or bool(_NO_QUOTA.search(text))
         return _no_space(path, quota=quota, fix=fix)
@@ -83,7 +122,7 @@ def _local_cause(error: BaseException, path: str, fix: str) -> str | None:
     if found in (errno.EACCES, errno.EPERM):
         return "permission denied; give --trainer.default_root_dir a folder this user can write"
     free = _disk_bytes(path, "free")
-    if found is None and free is not None and free < _NEARLY_FULL:
+    if guess and found is None and free is not None and free < _NEARLY_FULL:
         return _no_space(path, quota=False, fix=fix)
     return None
 
@@ -109,9 +148,9 @@ def _remote_cause(error: BaseException, path: str) -> str | None:
             )
         if code == 429:
             return (
-                "the bucket refused the write with 429 Too Many Requests (a rate or quota limit) "
-                "through every retry; run the same command again later to resume from the last "
-                "checkpoint, or raise the project's quota"
+                "the bucket answered 429 Too Many Requests (a rate or quota limit) through every "
+                "retry; run the same command again later to resume from the last checkpoint, or "
+                "raise the project's quota"
             )
         if isinstance(code, int) and (code == 408 or 500 <= code < 600):
             return (
@@ -142,6 +181,25 @@ def _chain(error: BaseException) -> list[BaseException]:
         seen.append(current)
         current = current.__cause__ or current.__context__
     return seen
+
+
+def _text(error: BaseException) -> str:
+    return " ".join(str(link) for link in _chain(error))
+
+
+def _forbidden(error: BaseException) -> bool:
+    return any(
+        str(link).startswith("Forbidden") or getattr(link, "code", None) == 403
+        for link in _chain(error)
+    )
+
+
+def _filename_in(error: BaseException) -> str | None:
+    """The file an OSError of the chain names, if any."""
+    for link in _chain(error):
+        if isinstance(link, OSError) and isinstance(link.filename, str):
+            return link.filename
+    return None
 
 
 def _errno_in(error: BaseException) -> int | None:

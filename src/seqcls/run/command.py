@@ -210,7 +210,7 @@ class RunCLI(LightningCLI):
     def _run_subcommand(self, subcommand: str) -> None:
         # A write the disk or bucket refused anywhere in the run (logs, report, export) ends
         # in one line naming the run directory; checkpoints and text files name their own.
-        with writing(self.layout.root):
+        with writing(self.layout.root, under=True):
             super()._run_subcommand(subcommand)
 
     def before_fit(self) -> None:
