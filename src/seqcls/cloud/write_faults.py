@@ -13,6 +13,7 @@ import errno
 import os
 import re
 import shutil
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
@@ -58,6 +59,10 @@ def writing(
         # errno leaves as the only sign.
         fault = storage_fault(error, path, note=note, fix=fix, under=under)
         if partial is not None:
+            # torch.save's writer, held by the failed frames' locals, keeps the file open, and
+            # a removed file's space is only freed once it is closed.
+            for link in _chain(error):
+                traceback.clear_frames(link.__traceback__)
             _remove(partial)
         if fault is None:
             raise

@@ -90,10 +90,7 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
             base.save_checkpoint(checkpoint, path, storage_options)  # its own rules, its errors
             return
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        # Through a file this function closes: given the path, torch's writer keeps the file
-        # open from the frames of a failed save's traceback, and a full disk stays full.
-        with open(path, "wb") as stream:
-            torch.save(checkpoint, stream)
+        torch.save(checkpoint, path)
 
     def remove_checkpoint(self, path: _PATH) -> None:
         if self.keep is not None and _same_file(str(path), self.keep):
