@@ -215,7 +215,7 @@ def test_sigint_stops_the_same_way(tiny_bert: Path, tmp_path: Path) -> None:
     assert 0 < global_step(tmp_path / "checkpoints/last.ckpt") < EPOCHS * STEPS_PER_EPOCH
 
 
-def test_a_truncated_newest_checkpoint_is_skipped_for_the_previous_one(
+def test_a_truncated_newest_checkpoint_is_set_aside_for_the_previous_one(
     tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Every validation is a new best (the step only grows), so pruning runs every epoch.
@@ -235,7 +235,9 @@ def test_a_truncated_newest_checkpoint_is_skipped_for_the_previous_one(
     with caplog.at_level(logging.INFO, logger="seqcls"):
         main(fit_args(tmp_path, tiny_bert, *best, "--trainer.max_epochs", "3"))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(f"skipping {last}: it does not load" in message for message in warnings)
+    aside = f"Set aside the damaged checkpoint {last} as last.ckpt.damaged: it does not load"
+    assert any(message.startswith(aside) for message in warnings)
+    assert (checkpoints / "last.ckpt.damaged").read_bytes() == torn
     assert f"resuming from {previous} (epoch 1, global step 8)" in caplog.text
     assert global_step(last) == 3 * STEPS_PER_EPOCH
     # The new best would have replaced the one this run started from; that one stays.

@@ -14,6 +14,7 @@ from jsonargparse import Namespace
 from lightning_fabric.plugins import TorchCheckpointIO
 from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
+from seqcls.cloud.storage import files_newest_first
 from seqcls.errors import ConfigurationError, unloadable
 from seqcls.hardware import Hardware
 from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
@@ -81,18 +82,30 @@ def test_a_saved_unset_rate_is_named_as_the_command_line_takes_it() -> None:
     )
 
 
-def test_unloadable_checkpoints_are_skipped_with_a_warning(
+def test_unloadable_checkpoints_are_set_aside_and_weights_only_ones_skipped(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     good = save(tmp_path / "best-epoch0-step4.ckpt", 4, 1_000)
     weights = tmp_path / "weights-only.ckpt"
     torch.save({"state_dict": {}}, weights)
     last = save(tmp_path / "last.ckpt", 8, 3_000)
-    last.write_bytes(last.read_bytes()[:100])
+    torn = last.read_bytes()[:100]
+    last.write_bytes(torn)
+    unfinished = tmp_path / "best-epoch1-step8.ckpt.partial"
+    unfinished.write_bytes(torn)
     with caplog.at_level(logging.INFO, logger="seqcls"):
         start = start_point(None, str(tmp_path), tmp_path, automatic=True)
     assert start.source == str(good)
-    assert f"skipping {last}: it does not load" in caplog.text
+    assert (
+        f"Set aside the damaged checkpoint {last} as last.ckpt.damaged: it does not load"
+        in caplog.text
+    )
+    assert not last.exists()
+    assert (tmp_path / "last.ckpt.damaged").read_bytes() == torn
+    assert not unfinished.exists()
+    # Matched by no search for checkpoints, and by no later rerun.
+    assert sorted(files_newest_first(str(tmp_path), ".ckpt")) == [str(good), str(weights)]
+    assert weights.exists()
     assert f"skipping {weights}: it holds weights only" in caplog.text
     assert f"resuming from {good} (epoch 1, global step 4)" in caplog.text
 

@@ -133,6 +133,13 @@ def copy_within(source: str, target: str) -> None:
     fs.copy(source_path, _fs(target)[1])
 
 
+def remove_file(path: str) -> None:
+    """Delete the file (or object) ``path``; FileNotFoundError where there is none."""
+    fs, fs_path = _fs(path)
+    fs.invalidate_cache(fs_path)
+    fs.rm_file(fs_path)
+
+
 def upload_dir(local: Path, url: str, *, skip: dict[str, tuple[int, int]] | None = None) -> int:
     """Copy every file under ``local`` to the same relative path under ``url``.
 

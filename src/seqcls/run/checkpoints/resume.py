@@ -2,9 +2,8 @@
 
 A preempted job is restarted with the same command (Vertex AI restarts it from the start of
 the code), so resuming needs no flag: without ``--ckpt_path``, ``fit`` continues from
-``last.ckpt``, the run's latest state, else the newest checkpoint in the run's checkpoint
-folder, and a fresh run directory starts fresh. A checkpoint that does not load (truncated,
-corrupt, or holding weights only) is reported and skipped for the next newest.
+``last.ckpt``, the run's latest state, else the newest intact checkpoint of the run (one that
+does not load is set aside: ``damaged.py``), and a fresh run directory starts fresh.
 ``--ckpt_path last`` means the same; any other ``--ckpt_path`` is used as given.
 """
 
@@ -22,6 +21,7 @@ from pytorch_lightning.callbacks import ModelCheckpoint
 
 from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote, parent
 from seqcls.errors import ConfigurationError
+from seqcls.run.checkpoints.damaged import UNREADABLE, pass_over, remove_unfinished_writes
 from seqcls.run.checkpoints.saving import LAST
 from seqcls.run.checkpoints.zero import is_zero_checkpoint, zero_checkpoint_problem
 
@@ -98,8 +98,7 @@ def check_same_labels(
 
 # --ckpt_path values Lightning resolves itself ("registry:..." too); "last" is resolved here.
 LIGHTNINGS_OWN = ("hpc",)
-# Lightning knows a best checkpoint only inside the fit that saved it; every seqcls command
-# is a new process.
+# Lightning knows a best checkpoint only inside the fit that saved it, not in a new process.
 BEST = "best"
 
 
@@ -113,6 +112,8 @@ def start_point(
     remote checkpoint is copied into ``downloads`` first: Lightning would read it through
     gcsfs's default read cache, which has hung on a second read of one object.
     """
+    if automatic:  # a fit, which writes checkpoints here: nothing finishes a killed one's
+        remove_unfinished_writes(checkpoints_dir)
     if ckpt_path == LAST or (ckpt_path is None and automatic):
         how = "--ckpt_path last" if ckpt_path == LAST else "This run directory has checkpoints"
         return _newest_complete(checkpoints_dir, downloads, how)
@@ -123,8 +124,7 @@ def start_point(
         )
     if ckpt_path is None or ckpt_path in LIGHTNINGS_OWN or ckpt_path.startswith("registry"):
         return StartPoint(ckpt_path, ckpt_path)
-    # Checked here, locally too: Lightning's own errors come after the model and data have
-    # loaded, as a traceback.
+    # Checked here, locally too: Lightning's own errors come late, as a traceback.
     if not exists(ckpt_path):
         raise ConfigurationError(f"--ckpt_path: file not found: {ckpt_path}")
     own = _same_folder(parent(ckpt_path), checkpoints_dir)
@@ -134,8 +134,7 @@ def start_point(
     if is_zero_checkpoint(local):
         return StartPoint(ckpt_path, local, own=own)
     state = check_loads(local, training_state=automatic, named=ckpt_path)
-    # Only what it was trained for: how far it trained is checked where a run continues its
-    # own newest checkpoint.
+    # What it was trained for; how far, only where a run continues its own newest checkpoint.
     return StartPoint(ckpt_path, local, **_trained_for(state), own=own)
 
 
@@ -165,15 +164,17 @@ def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPo
     extension = ModelCheckpoint.FILE_EXTENSION
     found = files_newest_first(checkpoints_dir, extension)
     # last.ckpt is written after every other file of a state (or is that file), so it comes
-    # first whatever the times say: a run directory copied without its files' times would
-    # otherwise resume from whichever file the copy wrote last.
+    # first whatever the times say (a copied run directory may have lost them).
     last = f"{LAST}{extension}"
     found.sort(key=lambda source: posixpath.basename(source) != last)
     for source in found:
-        local = _local_copy(source, downloads) if is_remote(source) else source
+        try:
+            local = _local_copy(source, downloads) if is_remote(source) else source
+        except FileNotFoundError:  # set aside meanwhile by another process of this run
+            continue
         problem, state = _check(local)
         if problem:
-            log.warning("%s: skipping %s: %s; trying the previous checkpoint", how, source, problem)
+            pass_over(source, problem, how)
             continue
         log.info(
             "%s: resuming from %s (epoch %s, global step %s)",
@@ -183,7 +184,7 @@ def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPo
             state.get("global_step"),
         )
         return _saved(source, local, state, own=True)
-    log.info("No checkpoint in %s yet, so training starts from scratch", checkpoints_dir)
+    log.info("No intact checkpoint in %s, so training starts from scratch", checkpoints_dir)
     return StartPoint()
 
 
@@ -280,12 +281,12 @@ def _check(path: str, *, training_state: bool = True) -> tuple[str | None, dict[
     if is_zero_checkpoint(path):
         return zero_checkpoint_problem(path)
     if not zipfile.is_zipfile(path):  # torch's own words for it are about mmap
-        return "it does not load (not a torch checkpoint archive, or cut short)", {}
+        return f"{UNREADABLE} (not a torch checkpoint archive, or cut short)", {}
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"it does not load ({reason})", {}
+        return f"{UNREADABLE} ({reason})", {}
     if not isinstance(state, dict) or "state_dict" not in state:
         return "it holds no Lightning state_dict", {}
     if training_state and ("loops" not in state or "optimizer_states" not in state):
