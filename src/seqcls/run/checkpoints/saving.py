@@ -15,6 +15,7 @@ from seqcls.cloud.storage import exists, parent
 from seqcls.data.metric_names import direction
 from seqcls.errors import ConfigurationError
 from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
+from seqcls.run.checkpoints.previous import keep_as_previous
 from seqcls.run.checkpoints.reuse import StateStamp, state_stamp
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ class LastCheckpoint(RunCheckpoint):
         dirpath: str | None = None,
         every_n_steps: int | None = None,
         every_minutes: float | None = None,
+        keep_previous: bool = False,
     ) -> None:
         """
         Args:
@@ -134,6 +136,9 @@ class LastCheckpoint(RunCheckpoint):
             every_minutes: Also save ``last.ckpt`` after this many minutes of training since
                 the last save (checked every few steps, so it may come a little later). Off
                 (None) by default on CPU.
+            keep_previous: Keep the state before the latest as ``previous.ckpt`` (the file
+                ``last.ckpt`` was before its latest save), so that one damaged checkpoint
+                costs at most the steps between two saves; one more checkpoint on disk.
         """
         for flag, value in [("every_n_steps", every_n_steps), ("every_minutes", every_minutes)]:
             if value is not None and value <= 0:
@@ -151,6 +156,8 @@ class LastCheckpoint(RunCheckpoint):
         )
         self.every_n_steps = every_n_steps
         self.every_minutes = every_minutes
+        self.keep_previous = keep_previous
+        self._saved_step: int | None = None  # the step last.ckpt now holds, once known
         self._clock = time.monotonic
         self._timer = _ClockChecks(self._clock())
 
@@ -158,6 +165,7 @@ class LastCheckpoint(RunCheckpoint):
         super().on_train_start(trainer, pl_module)
         log_every = getattr(trainer, "log_every_n_steps", 1)  # set by Lightning at init
         self._timer = _ClockChecks(self._clock(), trainer.global_step, log_every)
+        self._saved_step = trainer.global_step if trainer.ckpt_path else None
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any, **kwargs: Any
@@ -201,6 +209,9 @@ class LastCheckpoint(RunCheckpoint):
 
     def _save_checkpoint(self, trainer: pl.Trainer, filepath: str) -> None:
         io = trainer.strategy.checkpoint_io
+        again = self._saved_step == trainer.global_step  # the state last.ckpt holds already
+        if self.keep_previous and trainer.is_global_zero and not again:
+            keep_as_previous(filepath)
         if isinstance(io, AtomicCheckpointIO):
             io.reuse = self._file_of_the_same_state(trainer)
         try:
@@ -209,6 +220,7 @@ class LastCheckpoint(RunCheckpoint):
             if isinstance(io, AtomicCheckpointIO):
                 io.reuse = None
         self._timer.saved_at = self._clock()
+        self._saved_step = trainer.global_step
 
     def _file_of_the_same_state(self, trainer: pl.Trainer) -> str | None:
         """The best checkpoint, if it was just written, whole, for the state saved now."""
