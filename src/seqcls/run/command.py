@@ -136,7 +136,13 @@ class RunCLI(LightningCLI):
         )
         self.ckpt_path = self.start.local
         model = config.get("model", {}).get("model_name_or_path")
-        check_continues(self.start, config.trainer.get("max_epochs"), model)
+        if self.subcommand == "fit":
+            self.already_finished = already_finished(
+                self.start, self.layout, CONFIG_FILE, config.trainer
+            )
+        # A fit that ended again after its export was cut saved its last state one epoch on.
+        if not self.already_finished:
+            check_continues(self.start, config.trainer.get("max_epochs"), model)
         self.unset = Unset.of(config.trainer) if self.derives_training_length else None
         # Built now, so that a bad --last_checkpoint.* stops the run before any work.
         self.last_checkpoint = LastCheckpoint(
@@ -218,9 +224,6 @@ class RunCLI(LightningCLI):
 
     def fit(self, **kwargs: Any) -> None:
         """``Trainer.fit``, unless the run has finished: then it is left as it is."""
-        self.already_finished = already_finished(
-            self.start, self.layout, CONFIG_FILE, self._config().trainer
-        )
         if not self.already_finished:
             try:
                 self.trainer.fit(**kwargs)

@@ -8,9 +8,10 @@ training batches), and the calibration and report, which know only the validatio
 process, would be missing from ``model/`` and ``metrics.json``. So:
 
 - a finished run is left as it is (``already_finished``): its ``metrics.json`` says the fit
-  finished at the checkpoint's step, ``model/`` exists, and this command trains as long as
-  the run's ``config.yaml`` says it did. The command says so in one line and exits with 0,
-  before the fit starts: Lightning creates a TensorBoard file as a fit sets up.
+  finished at the checkpoint's step, ``model/`` is whole (its card is written), and this
+  command trains as long as the run's ``config.yaml`` says it did. The command says so in one
+  line and exits with 0, before the fit starts: Lightning creates a TensorBoard file as a fit
+  sets up. A fit killed while it exported has no card yet: it ends again, as below.
 - otherwise the fit validates the final weights once, as its last validation
   (``ValidateWhenNothingLeft``), and then ends as any other: calibrated, exported,
   ``metrics.json`` written.
@@ -25,10 +26,11 @@ import yaml
 from jsonargparse import Namespace
 from pytorch_lightning.callbacks import Callback
 
-from seqcls.cloud.storage import exists, read_text
+from seqcls.cloud.storage import read_text
 from seqcls.run.checkpoints.resume import StartPoint
 from seqcls.run.layout import RunLayout
 from seqcls.run.outputs.metrics_file import METRICS_FILE
+from seqcls.run.outputs.model_folder import is_complete
 
 # The flags that say how long a fit trains: the same as the finished run's, none is left.
 LENGTH_FLAGS = ("max_epochs", "max_steps", "max_time")
@@ -37,7 +39,7 @@ LENGTH_FLAGS = ("max_epochs", "max_steps", "max_time")
 def already_finished(start: StartPoint, layout: RunLayout, config_file: str, trainer: Any) -> bool:
     """Whether ``start``, the run directory's newest checkpoint, ends a run that finished and
     that this command (its ``trainer`` options) would train no further (module docstring)."""
-    if not start.own or start.step is None or not exists(layout.model):
+    if not start.own or start.step is None or not is_complete(layout.model):
         return False
     text = read_text(os.path.join(layout.root, METRICS_FILE))
     fit = (json.loads(text) if text is not None else {}).get("fit", {})

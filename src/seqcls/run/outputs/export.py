@@ -20,6 +20,7 @@ from seqcls.model.lora import Lora, export_lora
 from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
 from seqcls.run.checkpoints.saving import best_checkpoint
 from seqcls.run.checkpoints.zero import gather_weights, is_zero_checkpoint
+from seqcls.run.outputs.model_folder import clear_remote, move_into_place, staging_folder
 
 log = logging.getLogger(__name__)
 _PREFIX = "model."  # seqcls modules keep the Hugging Face model in their ``model`` attribute
@@ -128,9 +129,11 @@ class ExportBestModel(pl.Callback):
             local_best = best
             if best and is_remote(best):
                 local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
-            out_dir = Path(scratch) / "model" if remote else Path(self.model_dir)
+            # Never half a model/ in its place (model_folder.py).
+            out_dir = Path(scratch) / "model" if remote else staging_folder(self.model_dir)
             # A full disk or a refusing bucket ends the run in one line naming the folder.
-            with writing(str(out_dir), fix=TEMPORARY_FIX if remote else LOCAL_FIX):
+            named = str(out_dir) if remote else self.model_dir
+            with writing(named, fix=TEMPORARY_FIX if remote else LOCAL_FIX):
                 export_model(
                     model,
                     datamodule.tokenizer,
@@ -142,5 +145,8 @@ class ExportBestModel(pl.Callback):
                 )
             if remote:
                 with writing(self.model_dir):
+                    clear_remote(self.model_dir)
                     upload_dir(out_dir, self.model_dir)
+            else:
+                move_into_place(out_dir, self.model_dir)
         log.info("Exported %s to %s", best or "the final weights", self.model_dir)
