@@ -1,4 +1,5 @@
-"""Checkpoint files a resuming fit cannot use: damaged ones set aside, unfinished writes removed.
+"""Checkpoint files a run cannot use: why (``checkpoint_problem``), damaged ones set aside,
+unfinished writes removed.
 
 A checkpoint that does not load (cut short, zero bytes, not a checkpoint at all) would be
 tried, and skipped, by every later rerun, and a person looking into ``checkpoints/`` could
@@ -13,15 +14,45 @@ it, as nothing will finish it.
 
 import logging
 import os
+import zipfile
+from typing import Any
+
+import torch
 
 from seqcls.cloud.storage import copy_within, is_remote, remove_file
+from seqcls.run.checkpoints.zero import is_zero_checkpoint, zero_checkpoint_problem
 
 log = logging.getLogger(__name__)
 
 DAMAGED = ".damaged"
 PARTIAL = ".partial"
-# How a problem that ``resume._check`` finds starts when no checkpoint reader can use the file.
+# How a problem ``checkpoint_problem`` finds starts when no checkpoint reader can use the file.
 UNREADABLE = "it does not load"
+
+
+def checkpoint_problem(
+    path: str, *, training_state: bool = True
+) -> tuple[str | None, dict[str, Any]]:
+    """Why the checkpoint at ``path`` cannot resume a run (None when it can), and its contents.
+
+    ``mmap`` reads the archive's index without reading every tensor: a truncated file has
+    no index at its end and fails here. A folder is a DeepSpeed checkpoint, checked as such.
+    Without ``training_state`` (validate, test, predict), weights alone will do.
+    """
+    if is_zero_checkpoint(path):
+        return zero_checkpoint_problem(path)
+    if not zipfile.is_zipfile(path):  # torch's own words for it are about mmap
+        return f"{UNREADABLE} (not a torch checkpoint archive, or cut short)", {}
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return f"{UNREADABLE} ({reason})", {}
+    if not isinstance(state, dict) or "state_dict" not in state:
+        return "it holds no Lightning state_dict", {}
+    if training_state and ("loops" not in state or "optimizer_states" not in state):
+        return "it holds weights only, not the training state", {}
+    return None, state
 
 
 def pass_over(path: str, problem: str, how: str) -> None:

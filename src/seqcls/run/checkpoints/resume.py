@@ -10,20 +10,18 @@ does not load is set aside: ``damaged.py``), and a fresh run directory starts fr
 import logging
 import os
 import posixpath
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 
 from seqcls.cloud.storage import download_file, exists, files_newest_first, is_remote, parent
 from seqcls.errors import ConfigurationError
-from seqcls.run.checkpoints.damaged import UNREADABLE, pass_over, remove_unfinished_writes
+from seqcls.run.checkpoints.damaged import checkpoint_problem, pass_over, remove_unfinished_writes
 from seqcls.run.checkpoints.saving import LAST
-from seqcls.run.checkpoints.zero import is_zero_checkpoint, zero_checkpoint_problem
+from seqcls.run.checkpoints.zero import is_zero_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -167,25 +165,28 @@ def _newest_complete(checkpoints_dir: str, downloads: Path, how: str) -> StartPo
     # first whatever the times say (a copied run directory may have lost them).
     last = f"{LAST}{extension}"
     found.sort(key=lambda source: posixpath.basename(source) != last)
+    intact: list[tuple[str, str, dict[str, Any]]] = []
     for source in found:
         try:
             local = _local_copy(source, downloads) if is_remote(source) else source
         except FileNotFoundError:  # set aside meanwhile by another process of this run
             continue
-        problem, state = _check(local)
+        problem, state = checkpoint_problem(local)
         if problem:
             pass_over(source, problem, how)
             continue
-        log.info(
-            "%s: resuming from %s (epoch %s, global step %s)",
-            how,
-            source,
-            state.get("epoch"),
-            state.get("global_step"),
-        )
-        return _saved(source, local, state, own=True)
-    log.info("No intact checkpoint in %s, so training starts from scratch", checkpoints_dir)
-    return StartPoint()
+        intact.append((source, local, state))
+        if posixpath.basename(source) == last:
+            break
+    if not intact:
+        log.info("No intact checkpoint in %s, so training starts from scratch", checkpoints_dir)
+        return StartPoint()
+    # Without an intact last.ckpt, the furthest state: a bucket's copy (previous.ckpt) is
+    # newer by its time than the state it holds. The first of equals is the newest file.
+    source, local, state = max(intact, key=lambda found: int(found[2].get("global_step", 0)))
+    epoch, step = state.get("epoch"), state.get("global_step")
+    log.info("%s: resuming from %s (epoch %s, global step %s)", how, source, epoch, step)
+    return _saved(source, local, state, own=True)
 
 
 def check_loads(
@@ -195,7 +196,7 @@ def check_loads(
     copy); fail in one line where it cannot serve: Lightning's own error comes after the model
     and data have loaded, as a traceback. ``training_state``: fit continues it, which needs
     more than its weights."""
-    problem, state = _check(path, training_state=training_state)
+    problem, state = checkpoint_problem(path, training_state=training_state)
     if problem:
         raise ConfigurationError(
             f"--ckpt_path {named or path}: {problem}; give a .ckpt file that seqcls saved"
@@ -269,29 +270,6 @@ def _as_flag(value: Any) -> Any:
 
 def _as_list(value: Any) -> Any:
     return list(value) if isinstance(value, list | tuple) else value
-
-
-def _check(path: str, *, training_state: bool = True) -> tuple[str | None, dict[str, Any]]:
-    """Why the checkpoint at ``path`` cannot resume a run (None when it can), and its contents.
-
-    ``mmap`` reads the archive's index without reading every tensor: a truncated file has
-    no index at its end and fails here. A folder is a DeepSpeed checkpoint, checked as such.
-    Without ``training_state`` (validate, test, predict), weights alone will do.
-    """
-    if is_zero_checkpoint(path):
-        return zero_checkpoint_problem(path)
-    if not zipfile.is_zipfile(path):  # torch's own words for it are about mmap
-        return f"{UNREADABLE} (not a torch checkpoint archive, or cut short)", {}
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:  # any unreadable file: truncated, not a zip, unsafe pickle
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return f"{UNREADABLE} ({reason})", {}
-    if not isinstance(state, dict) or "state_dict" not in state:
-        return "it holds no Lightning state_dict", {}
-    if training_state and ("loops" not in state or "optimizer_states" not in state):
-        return "it holds weights only, not the training state", {}
-    return None, state
 
 
 def _local_copy(url: str, downloads: Path) -> str:
