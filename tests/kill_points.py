@@ -41,6 +41,8 @@ class SigkillInCheckpointWrite(Callback):
             name = str(getattr(f, "name", f))
             if not name.endswith(".partial"):
                 return
+            if hasattr(f, "flush"):
+                f.flush()  # every byte torch wrote is on disk: the kill comes after the write
             self.seen += 1
             if self.seen == self.write:
                 if self.torn:
