@@ -43,7 +43,8 @@ def files_kept(callbacks: list[ModelCheckpoint], folder: str) -> int | None:
             continue
         if callback.save_top_k < 0:
             return None
-        kept += callback.save_top_k
+        # last.ckpt's callback keeps previous.ckpt too with --last_checkpoint.keep_previous.
+        kept += callback.save_top_k + int(getattr(callback, "keep_previous", False))
     return kept + 1  # the new file of a save, written before the one it replaces goes
 
 
