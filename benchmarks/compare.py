@@ -158,7 +158,8 @@ def run_side(name: str, side: dict[str, Any], args: argparse.Namespace, cache: P
     started = time.time()
     # Bounded: a stuck side must not hang the benchmark.
     result = in_own_process(worker, spec, timeout=args.timeout, env=env)
-    result["first_step_s"] = result.pop("first_step_at") - started
+    if "skipped" not in result:  # a side that cannot run here says why instead
+        result["first_step_s"] = result.pop("first_step_at") - started
     return result
 
 

@@ -10,6 +10,11 @@ seed set before the model is built. Padding is run_glue's ``--pad_to_max_length`
 names or the sorted distinct training labels; STS-B is regression. The steps are timed by the
 same ``StepClock`` as seqcls's, and the validation set is scored with the task's GLUE
 metrics, under seqcls's names for them (accuracy when there is no task).
+
+A side with ``flatten`` is transformers' padding-free training: ``DataCollatorWithFlattening``
+joins a batch's rows into one, which is exact only under flash-attention's variable-length
+kernel (SDPA would let every token attend across the joined rows). Where that cannot run,
+the side returns ``{"skipped": why}`` instead of results.
 """
 
 import csv
@@ -24,6 +29,7 @@ from harness import StepClock, peak_rss_mib
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    DataCollatorWithFlattening,
     DataCollatorWithPadding,
     Trainer,
     TrainerCallback,
@@ -31,6 +37,7 @@ from transformers import (
     default_data_collator,
     set_seed,
 )
+from transformers.utils import is_flash_attn_2_available
 
 # File suffix -> datasets builder and its options: those seqcls's table reader uses.
 READERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -88,9 +95,32 @@ def scores(task: str | None, predictions: np.ndarray, labels: np.ndarray) -> dic
     return result
 
 
+def flattening_refusal() -> str | None:
+    """Why padding-free batches cannot run here, or None where they can be tried."""
+    if not torch.cuda.is_available():
+        return "padding-free batches need flash-attention on a CUDA GPU; there is none here"
+    if not is_flash_attn_2_available():
+        return "padding-free batches need flash-attention; the flash-attn package is missing"
+    return None
+
+
+def first_batch_refusal(model: Any, train: datasets.Dataset) -> str | None:
+    """Why a flattened batch of the first rows fails in ``model``'s forward, or None."""
+    batch = DataCollatorWithFlattening()([train[i] for i in range(min(2, len(train)))])
+    try:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            model.to("cuda")(**{key: value.to("cuda") for key, value in batch.items()})
+    except Exception as error:  # any failure means the side cannot run; say which in one line
+        line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return f"a flattened batch failed in the model: {type(error).__name__}: {line}"
+    return None
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Train (``steps`` optimizer steps, or ``epochs``) and score, inside a side's process."""
     side, clock = spec["side"], StepClock(spec["warmup_steps"])
+    if side.get("flatten") and (refusal := flattening_refusal()):
+        return {"skipped": refusal}
     if side.get("matmul_precision"):
         torch.set_float32_matmul_precision(side["matmul_precision"])
     raw = load(spec)
@@ -111,9 +141,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         texts = (rows[text], rows[pair]) if pair else (rows[text],)
         encoded = tokenizer(*texts, padding=padding, max_length=spec["max_length"], truncation=True)
         if regression:
-            encoded["label"] = [float(value) for value in rows[label]]
+            encoded["labels"] = [float(value) for value in rows[label]]
         else:
-            encoded["label"] = rows[label] if names else [label_id[value] for value in rows[label]]
+            encoded["labels"] = rows[label] if names else [label_id[value] for value in rows[label]]
         return encoded
 
     encoded = raw.map(preprocess, batched=True, remove_columns=raw["train"].column_names)
@@ -123,8 +153,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     set_seed(spec["seed"])  # before the model: seeds the new classification head
     model = AutoModelForSequenceClassification.from_pretrained(
-        spec["model"], num_labels=1 if regression else len(labels), dtype=torch.float32
+        spec["model"],
+        num_labels=1 if regression else len(labels),
+        dtype=torch.float32,
+        **({"attn_implementation": "flash_attention_2"} if side.get("flatten") else {}),
     )
+    if side.get("flatten") and (refusal := first_batch_refusal(model, train)):
+        return {"skipped": refusal}
     length = {"max_steps": spec["steps"]} if spec["steps"] else {"num_train_epochs": spec["epochs"]}
     with tempfile.TemporaryDirectory(prefix="hf-trainer-run-") as out:
         training_args = TrainingArguments(
@@ -147,6 +182,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             disable_tqdm=True,
         )
         collator = default_data_collator if padding else DataCollatorWithPadding(tokenizer)
+        if side.get("flatten"):
+            collator = DataCollatorWithFlattening()
         trainer = Trainer(
             model=model,
             args=training_args,

@@ -32,6 +32,9 @@
         dynamic batching: p50 and p99 latency, rows/s, failed requests
     python benchmarks/run.py random-model --shape bert-base --tokenizer DIR --out DIR
         a random-weight encoder of a larger shape, to time what no packaged model has
+    python benchmarks/run.py gpu-suite --out DIR --sst2 DIR --mnli DIR [--dry-run]
+        every GPU measurement on one card in one run (bert-base's SST-2 job and step,
+        bert-large and RoBERTa-large on MNLI, against HF's best): one JSON, one table
 
 ``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
 prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
@@ -61,6 +64,7 @@ SUBCOMMANDS = {
     "step-parts": "step_parts",
     "checkpoint-save": "checkpoint_save",
     "gpu-packing": "gpu_packing",
+    "gpu-suite": "gpu_suite",
     "random-model": "random_model",
     "onnx": "onnx_speed",
     "serve-load": "serve_load",

@@ -123,7 +123,8 @@ def run_seqcls(args: argparse.Namespace, name: str, cache: Path, log: Path) -> d
     }
 
 
-def run_hf(args: argparse.Namespace, name: str, cache: Path) -> dict[str, Any]:
+def run_hf(args: argparse.Namespace, side: dict[str, Any], cache: Path) -> dict[str, Any]:
+    """The HF Trainer with ``side``'s settings (``compare.HF_SIDES``), process start to exit."""
     spec = {
         key: getattr(args, key)
         for key in ("model", "train", "validation", "text_column", "text_pair_column")
@@ -135,11 +136,13 @@ def run_hf(args: argparse.Namespace, name: str, cache: Path) -> dict[str, Any]:
         "learning_rate": args.learning_rate, "weight_decay": WEIGHT_DECAY,
         "warmup_ratio": WARMUP_RATIO, "seed": SEED, "task": None, "steps": None,
         "epochs": args.epochs, "warmup_steps": 0, "save_model": True,
-        "side": HF_SIDES[name],
+        "side": side,
     }  # fmt: skip
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
     started = time.perf_counter()
     result = in_own_process("hf_side", spec, timeout=args.timeout, env=env)
+    if "skipped" in result:  # a side that cannot run here says why instead
+        return dict(result)
     return {
         "seconds": time.perf_counter() - started,
         "dev_accuracy": result["dev_accuracy"],
@@ -150,7 +153,7 @@ def run_hf(args: argparse.Namespace, name: str, cache: Path) -> dict[str, Any]:
 
 def run_once(args: argparse.Namespace, name: str, cache: Path, log: Path) -> dict[str, Any]:
     if name in HF_SIDES:
-        return run_hf(args, name, cache)
+        return run_hf(args, HF_SIDES[name], cache)
     return run_seqcls(args, name, cache, log)
 
 
