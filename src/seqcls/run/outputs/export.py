@@ -1,4 +1,9 @@
-"""Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads."""
+"""Turn a checkpoint into a Hugging Face model directory that ``from_pretrained()`` loads.
+
+At a fit's end the best weights are often those in memory: when the last validation was the
+best, nothing has trained since its checkpoint was written. They are exported from memory
+then, and the checkpoint (weights and optimizer state) is read only when they are not.
+"""
 
 import copy
 import logging
@@ -8,6 +13,8 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.strategies import DeepSpeedStrategy, FSDPStrategy
 from pytorch_lightning.utilities import rank_zero_only
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.initialization import no_init_weights
@@ -18,7 +25,8 @@ from seqcls.data.reading import Reading, save_reading
 from seqcls.model.calibration import Calibration, save_into
 from seqcls.model.lora import Lora, export_lora
 from seqcls.model.pair_encoding import attach_pair_head, separate_in_config
-from seqcls.run.checkpoints.saving import best_checkpoint
+from seqcls.run.checkpoints.reuse import state_stamp
+from seqcls.run.checkpoints.saving import BestCheckpoint, best_checkpoint
 from seqcls.run.checkpoints.zero import gather_weights, is_zero_checkpoint
 from seqcls.run.outputs.model_folder import clear_remote, move_into_place, staging_folder
 
@@ -97,6 +105,26 @@ def export_model(
     return out_dir
 
 
+def best_in_memory(trainer: pl.Trainer, checkpoint: ModelCheckpoint | None) -> bool:
+    """Whether the module holds the best checkpoint's weights: that file was the last one the
+    best checkpoint wrote, at this step, and no weight or optimizer tensor has changed since
+    (the memory and version counter of each, as ``last.ckpt``'s reuse checks them). Never
+    under FSDP or DeepSpeed, whose modules hold only their shards of the weights."""
+    if not isinstance(checkpoint, BestCheckpoint) or checkpoint.written is None:
+        return False
+    if isinstance(trainer.strategy, FSDPStrategy | DeepSpeedStrategy):
+        return False
+    path, stamp = checkpoint.written
+    now = state_stamp(trainer)
+    # The stamp's first entry is the step, its last the tensors; the rest (the loop's
+    # progress, the random state) moves on in a validation that changes no weight.
+    return (
+        path == checkpoint.best_model_path
+        and now is not None
+        and (now[0], now[-1]) == (stamp[0], stamp[-1])
+    )
+
+
 class ExportBestModel(pl.Callback):
     """At the end of ``fit``, write the best checkpoint's model to ``model_dir`` (local or remote).
 
@@ -124,10 +152,11 @@ class ExportBestModel(pl.Callback):
             save_reading(model.config, reading)
         checkpoint = best_checkpoint(trainer)
         best = checkpoint.best_model_path if checkpoint else ""
+        in_memory = bool(best) and best_in_memory(trainer, checkpoint)
         remote = is_remote(self.model_dir)
         with tempfile.TemporaryDirectory(prefix="seqcls-export-") as scratch:
-            local_best = best
-            if best and is_remote(best):
+            local_best = "" if in_memory else best
+            if local_best and is_remote(local_best):
                 local_best = str(download_file(best, Path(scratch) / "best.ckpt"))
             # Never half a model/ in its place (model_folder.py).
             out_dir = Path(scratch) / "model" if remote else staging_folder(self.model_dir)
@@ -149,4 +178,5 @@ class ExportBestModel(pl.Callback):
                     upload_dir(out_dir, self.model_dir)
             else:
                 move_into_place(out_dir, self.model_dir)
-        log.info("Exported %s to %s", best or "the final weights", self.model_dir)
+        source = f"{best} (from memory)" if in_memory else best or "the final weights"
+        log.info("Exported %s to %s", source, self.model_dir)
