@@ -17,6 +17,7 @@ from pytorch_lightning.utilities.rank_zero import rank_zero_only
 
 from seqcls.cloud.storage import is_remote, upload_file
 from seqcls.cloud.write_faults import TEMPORARY_FIX, writing
+from seqcls.run.checkpoints.background import BackgroundWrites
 from seqcls.run.checkpoints.reuse import reuse_checkpoint
 
 log = logging.getLogger(__name__)
@@ -42,23 +43,54 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
     checkpoint instead (``reuse``).
 
     Where the strategy's writer is Lightning's plain one, the checkpoint goes straight into its
-    file instead (``_write_local``).
+    file instead (``_write_local``). ``background``: write such files in a background thread
+    (``background.py``), the step waiting only for a copy of the checkpoint's tensors in host
+    memory. None (default): where the weights are on a GPU, whose save copies them to the host
+    anyway; on a CPU that copy would be a second one in memory, and measured no faster there.
 
     ``keep`` is the checkpoint the run resumed from. Top-k pruning would delete it once a
     better one is saved; it stays, so a crash before the next save can still resume from it.
     """
 
-    def __init__(self, keep: str | None = None) -> None:
+    def __init__(self, keep: str | None = None, background: bool | None = None) -> None:
         super().__init__()
         self.keep = keep
+        self.background = background
         self.reuse: str | None = None  # set by LastCheckpoint: a file of the same state
+        self.writes = BackgroundWrites()
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None
     ) -> None:
         target = str(path)
+        writing_now = self.writes.writing
+        if writing_now is not None and writing_now[0] == self.reuse:
+            # After the file it reuses, once that is whole; from the same snapshot if it cannot.
+            self.writes.submit(target, self._reuse_or_write, self.reuse, target, writing_now[1])
+            return
+        self.writes.join()
         if self.reuse is not None and reuse_checkpoint(self.reuse, target):
             return
+        if self._in_background(checkpoint, storage_options):
+            self.writes.write(target, self._write_to, checkpoint)
+        else:
+            self._write_to(checkpoint, target, storage_options)
+
+    def _in_background(self, checkpoint: dict[str, Any], storage_options: Any) -> bool:
+        if type(self._base()) is not TorchCheckpointIO or storage_options is not None:
+            return False
+        if self.background is not None:
+            return self.background
+        weights = checkpoint.get("state_dict", {}).values()
+        return any(isinstance(w, torch.Tensor) and w.device.type == "cuda" for w in weights)
+
+    def _reuse_or_write(self, source: str, target: str, checkpoint: dict[str, Any]) -> None:
+        if not reuse_checkpoint(source, target):
+            self._write_to(checkpoint, target)
+
+    def _write_to(
+        self, checkpoint: dict[str, Any], target: str, storage_options: Any | None = None
+    ) -> None:
         if is_remote(target):
             with tempfile.TemporaryDirectory(prefix="seqcls-ckpt-") as folder:
                 local = Path(folder) / posixpath.basename(target)
@@ -98,10 +130,19 @@ class AtomicCheckpointIO(_WrappingCheckpointIO):
             return
         if is_remote(str(path)) and getattr(rank_zero_only, "rank", 0) != 0:
             return  # one shared object: global rank 0 removes it
-        self._base().remove_checkpoint(path)
+        if self.writes.pending:  # once the checkpoint replacing it is written
+            self.writes.submit(str(path), self._base().remove_checkpoint, path)
+        else:
+            self._base().remove_checkpoint(path)
 
     def load_checkpoint(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        self.writes.join()
         return self._base().load_checkpoint(*args, **kwargs)
+
+    def teardown(self) -> None:
+        """At the end of a fit, or of one stopped by a signal: every file written."""
+        self.writes.join()
+        super().teardown()
 
     def _base(self) -> CheckpointIO:
         """The strategy's own CheckpointIO, which this one wraps."""
