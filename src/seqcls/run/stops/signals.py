@@ -19,10 +19,13 @@ Two things are added here:
   the process used to die half-way through them, with no ``metrics.json``. A second Ctrl-C
   still stops at once.
 - Under DDP (gloo or NCCL) the processes agree on the stop at the start of a training step,
-  which each reaches for the same batch, and stop together. Lightning 2.6's own handler
-  broadcasts from inside the signal handler, wherever the process happens to be: there the
-  broadcast meets another process's gradient all-reduce or metric gather, and the run hangs
-  or dies with a collective mismatch instead of saving ``last.ckpt``.
+  which each reaches for the same batch, and stop together. They agree over a gloo group, on
+  host memory (under NCCL a group of its own, made when training starts): an all-reduce on
+  the GPU read back with ``.item()`` would make the host wait for the device at every step.
+  Lightning 2.6's own handler broadcasts from inside the signal handler, wherever the
+  process happens to be: there the broadcast meets another process's gradient all-reduce
+  or metric gather, and the run hangs or dies with a collective mismatch instead of saving
+  ``last.ckpt``.
 """
 
 import logging
@@ -47,6 +50,8 @@ class StopOnSignal(Callback):
     """Turn SIGTERM and SIGINT into a stop after the current training step (module docstring)."""
 
     _agree = False  # several processes, which agree on the stop through a collective
+    # The group of that collective, on host memory: None for the default group (gloo).
+    _group: "torch.distributed.ProcessGroup | None" = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -55,6 +60,7 @@ class StopOnSignal(Callback):
         # handlers of every signal when the run ends, which removes these too.
         lightning_sigterm = signal.getsignal(signal.SIGTERM)
         self._agree = agrees_by_collective(trainer)
+        self._group = host_group() if self._agree else None
 
         def stop(signum: int, frame: FrameType | None) -> None:
             if signum == signal.SIGINT and _received:
@@ -92,8 +98,9 @@ class StopOnSignal(Callback):
         # Every process is here for the same batch, before it trains: if any was signalled, all
         # stop now, together. Lightning's own flag stays unset under DDP: its evaluation loop
         # would stop each process after its own batches, and processes may hold one batch more.
-        seen = torch.tensor([1.0 if _received else 0.0], device=trainer.strategy.root_device)
-        torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX)
+        # In host memory: reading it back waits for the other processes, never for a device.
+        seen = torch.tensor([1.0 if _received else 0.0])
+        torch.distributed.all_reduce(seen, op=torch.distributed.ReduceOp.MAX, group=self._group)
         if seen.item() > 0:
             raise SIGTERMException
 
@@ -140,6 +147,16 @@ def agrees_by_collective(trainer: pl.Trainer) -> bool:
         and distributed.is_initialized()
         and distributed.get_backend() in ("gloo", "nccl")
     )
+
+
+def host_group() -> "torch.distributed.ProcessGroup | None":
+    """The group whose all-reduce agrees on a stop in host memory: None (the default group)
+    where it is gloo's; under NCCL a gloo group of every process, made now (every process
+    makes it, at the same point: the start of training)."""
+    distributed = torch.distributed
+    if distributed.get_backend() == "gloo":
+        return None
+    return distributed.new_group(backend="gloo")
 
 
 def stop_signal() -> str:
