@@ -39,6 +39,8 @@ def test_a_diverged_fit_stops_at_the_step_in_one_line(
     step = int(lines[0].split(" at step ")[1].split(":")[0])
     fit_entry = json.loads((run / "metrics.json").read_text())["fit"]
     assert fit_entry["status"].startswith("failed: Diverged: train/loss is nan")
-    assert fit_entry["steps"] == step < 8  # stopped there, not at the end of 2 epochs of 4
+    # Checked on the device at each step and read back at the next log step or epoch end (4
+    # steps an epoch): stopped there, naming the step it appeared at, not at the end of 2 epochs.
+    assert step <= fit_entry["steps"] <= 4
     assert "would diverge again" in fit_entry["note"]
     assert not (run / "model").exists()
