@@ -6,18 +6,18 @@ import pytorch_lightning as pl
 import torch
 from transformers import AutoModelForMaskedLM
 
-from seqcls.hardware import is_xla, on_cpu
+from seqcls.hardware import is_xla, on_cpu, on_cuda
 from seqcls.mlm.pooler import pretrained_pooler
 from seqcls.model.metrics import WeightedMean
 from seqcls.model.optimization import adamw_with_warmup
 from seqcls.model.pretrained import load_for_training
 from seqcls.speedups.cpu_dropout import use_cpu_dropout
+from seqcls.speedups.device_mask import use_device_side_attention_mask
 from seqcls.speedups.matmul_precision import (
     CpuMatmulPrecision,
     MatmulPrecision,
     keep_attention_in_mkl,
 )
-from seqcls.speedups.xla_attention import use_device_side_attention_mask
 
 Batch = dict[str, torch.Tensor]
 IGNORED = -100  # the label of every token the loss skips (not masked)
@@ -74,7 +74,7 @@ class MaskedLanguageModel(pl.LightningModule):
         self.test_loss, self.test_perplexity = WeightedMean(), Perplexity()
 
     def setup(self, stage: str) -> None:
-        if is_xla(self.trainer):
+        if is_xla(self.trainer) or on_cuda(self.trainer):  # no host sync in a forward pass
             use_device_side_attention_mask(self.model)
         elif on_cpu(self.trainer):
             keep_attention_in_mkl(self.model)
@@ -90,9 +90,8 @@ class MaskedLanguageModel(pl.LightningModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss: torch.Tensor = self(batch).loss
-        # On XLA the progress bar would read the loss back to the host every step.
-        in_progress_bar = not is_xla(self.trainer)
-        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=len(batch["labels"]))
+        # Read back at log steps only (run/fit/progress_loss.py puts it in the progress bar).
+        self.log("train/loss", loss, batch_size=len(batch["labels"]))
         return loss
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:

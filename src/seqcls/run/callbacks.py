@@ -25,6 +25,7 @@ from seqcls.run.checkpoints.saving import LastCheckpoint
 from seqcls.run.fit.cut_validation import RerunCutValidation
 from seqcls.run.fit.final_validation import ValidateFinalWeights
 from seqcls.run.fit.no_steps_left import ValidateWhenNothingLeft
+from seqcls.run.fit.progress_loss import LossInProgressBar
 from seqcls.run.fit.recipe import DerivedTrainingLength, Unset
 from seqcls.run.fit.throughput import Throughput
 from seqcls.run.fit.xla_graphs import EndEvaluationGraphs
@@ -60,6 +61,7 @@ def run_callbacks(
         Throughput(),
         PredictionWriter(),
         StopOnNonFiniteLoss(),
+        LossInProgressBar(),
         RandomState(),
         AdapterCheckpoints(),  # a LoRA fit's checkpoints: what trains only
         ValidateFinalWeights(),
