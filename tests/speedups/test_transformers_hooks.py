@@ -16,7 +16,7 @@ from seqcls.model.packed_forward import PackedForward
 from seqcls.speedups import transformers_hooks
 from seqcls.speedups.cpu_dropout import CPUDropout, use_cpu_dropout
 from seqcls.speedups.matmul_precision import MKL_ATTENTION, keep_attention_in_mkl
-from seqcls.speedups.xla_attention import XLA_ATTENTION, use_device_side_attention_mask
+from seqcls.speedups.device_mask import DEVICE_MASK_ATTENTION, use_device_side_attention_mask
 
 RENAMED = "seqcls_test_renamed"
 
@@ -96,19 +96,19 @@ def test_a_missing_hook_keeps_the_models_own_attention(
     assert RENAMED in line
 
 
-def test_without_the_mask_builders_switch_the_xla_mask_is_off(
+def test_without_the_mask_builders_switch_the_device_side_mask_is_off(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     model = tiny_model("bert")
     use_device_side_attention_mask(model)
-    assert model.config._attn_implementation == XLA_ATTENTION
+    assert model.config._attn_implementation == DEVICE_MASK_ATTENTION
     model = tiny_model("bert")
     monkeypatch.setattr(transformers_hooks, "BIDIRECTIONAL_SKIP", RENAMED)
     use_device_side_attention_mask(model)
     assert model.config._attn_implementation == "sdpa"
     (line,) = said(caplog)
     assert RENAMED in line
-    assert "XLA" in line
+    assert "built on the device" in line
 
 
 # What a transformers without them looks like to seqcls: each private name deleted.

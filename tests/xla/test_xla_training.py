@@ -77,7 +77,7 @@ def test_without_the_device_side_mask_every_step_syncs(
     train_on_xla: Train, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # transformers checks padding_mask.all() on the host in every forward unless the mask is
-    # always built: what seqcls.speedups.xla_attention.use_device_side_attention_mask switches off.
+    # always built: what seqcls.speedups.device_mask.use_device_side_attention_mask switches off.
     # Padded batches (evaluation's, or training's with packing off) take that path; packed
     # ones pass their block mask whole, which transformers never checks.
     monkeypatch.setattr(

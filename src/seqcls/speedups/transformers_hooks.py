@@ -30,7 +30,7 @@ IMPLEMENTATION = "_attn_implementation"  # on the config: the attention function
 DISPATCHES = "_supports_attention_backend"  # on the model: it calls the registry's functions
 FUNCTIONS = "_global_mapping"  # on the attention registry: name to function
 # The mask builder's switch that skips building a mask for unpadded rows, found out by a
-# read back to the host (``xla_attention.py`` turns it off).
+# read back to the host (``device_mask.py`` turns it off).
 BIDIRECTIONAL_SKIP = "allow_is_bidirectional_skip"
 
 _said: set[str] = set()

@@ -30,10 +30,12 @@ from torch.nn import Module
 from transformers import PreTrainedModel
 
 from seqcls.context_values import holding
+from seqcls.speedups.device_mask import DEVICE_MASK_ATTENTION
 from seqcls.speedups.transformers_hooks import (
     attention_function,
     attention_implementation,
     dispatches_attention,
+    sdpa_mask_without_host_sync,
     switch_attention,
 )
 
@@ -149,7 +151,8 @@ def switch_to_varlen(model: PreTrainedModel) -> bool:
     """Switch a model on transformers' SDPA to the function here, where this PyTorch has the
     kernel, the model dispatches attention through ``AttentionInterface``, and the kernel
     computes what its attention does (``kernel_refusal``, said in one line)."""
-    if kernel() is None or attention_implementation(model, _WHAT) != "sdpa":
+    current = attention_implementation(model, _WHAT)
+    if kernel() is None or current not in ("sdpa", DEVICE_MASK_ATTENTION):
         return False
     if not dispatches_attention(model, _WHAT):
         return False
@@ -161,4 +164,7 @@ def switch_to_varlen(model: PreTrainedModel) -> bool:
     sdpa = attention_function("sdpa", _WHAT)
     if sdpa is None:
         return False
-    return switch_attention(model, VARLEN, partial(varlen_attention, sdpa=sdpa), what=_WHAT)
+    # Keep the mask built on the device where the model had it: no host sync per forward.
+    mask = sdpa_mask_without_host_sync(_WHAT) if current == DEVICE_MASK_ATTENTION else None
+    attend = partial(varlen_attention, sdpa=sdpa)
+    return switch_attention(model, VARLEN, attend, mask, what=_WHAT)
