@@ -41,16 +41,22 @@ def padding_id(owner: Any) -> int:
     return int(getattr(owner, "pad_token_id", None) or 0)
 
 
+def fixed_shapes(trainer: pl.Trainer | None) -> bool:
+    """Whether batches keep fixed shapes: on XLA, and for ``--model.compile captured``."""
+    module = getattr(trainer, "lightning_module", None) if trainer is not None else None
+    return is_xla(trainer) or bool(getattr(module, "steps_in_fixed_shapes", False))
+
+
 def resolve_padding(padding: Padding | None, trainer: pl.Trainer | None) -> Padding:
-    """The padding asked for, else ``max_length`` on XLA and ``longest`` elsewhere."""
+    """The padding asked for, else ``max_length`` in fixed shapes and ``longest`` elsewhere."""
     if padding is not None:
         return padding
-    return "max_length" if is_xla(trainer) else "longest"
+    return "max_length" if fixed_shapes(trainer) else "longest"
 
 
 def resolve_drop_last(drop_last: bool | None, trainer: pl.Trainer | None) -> bool:
-    """Whether to drop the last incomplete training batch: asked for, else only on XLA."""
-    return is_xla(trainer) if drop_last is None else drop_last
+    """Whether to drop the last incomplete training batch: asked for, else in fixed shapes."""
+    return fixed_shapes(trainer) if drop_last is None else drop_last
 
 
 # A CPU batch packed in one model row is rounded up to this many tokens. oneDNN builds its
@@ -120,7 +126,7 @@ def resolve_packing(
     CUDA GPU, evaluation batches only, and only where attention follows the segments
     (``kernel``: the variable-length kernel in half precision); elsewhere off. ``true`` packs
     every batch (in one row where the model attends by segments)."""
-    if is_xla(trainer):
+    if fixed_shapes(trainer):
         return "dense" if packing is not False and padding == "max_length" else "off"
     cpu_one_row = one_row and on_cpu(trainer)
     if packing is True:

@@ -12,8 +12,8 @@ from seqcls.data.packing import examples_in, is_packed
 from seqcls.data.sub_batches import Batch, BatchOrPieces, pieces_of
 from seqcls.data.windows import WindowPooling
 from seqcls.errors import ConfigurationError
-from seqcls.hardware import is_xla
 from seqcls.model.calibration import Calibration
+from seqcls.model.captured_step import CapturesSteps, Compile, refuse_uncapturable
 from seqcls.model.evaluation_steps import EvaluationSteps
 from seqcls.model.lora import add_lora, hold_base_in_bf16
 from seqcls.model.loss import (
@@ -27,14 +27,14 @@ from seqcls.model.mean_pooling import Pooling
 from seqcls.model.memory import MemoryEstimate
 from seqcls.model.network import build_network
 from seqcls.model.optimization import adamw_with_warmup
-from seqcls.model.packed_forward import PackedForward
+from seqcls.model.packed_forward import PackedForward, PackingAnswers
 from seqcls.model.pair_encoding import PairEncoding, forward_pairs
 from seqcls.model.rdrop import rdrop_loss
 from seqcls.speedups.device_setup import set_up_for_device
 from seqcls.speedups.matmul_precision import CpuMatmulPrecision, MatmulPrecision
 
 
-class SequenceClassifier(EvaluationSteps, pl.LightningModule):
+class SequenceClassifier(CapturesSteps, PackingAnswers, EvaluationSteps, pl.LightningModule):
     def __init__(
         self,
         model_name_or_path: str,
@@ -57,7 +57,7 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         threshold: float = 0.5,
         calibrate: bool = True,
         gradient_checkpointing: bool = False,
-        compile: bool = False,
+        compile: Compile = False,
         fast_cpu_dropout: bool = True,
         cpu_matmul_precision: CpuMatmulPrecision = "auto",
         embedding_rows: bool = True,
@@ -126,9 +126,9 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
             gradient_checkpointing: Recompute activations in the backward pass instead of
                 keeping them: about a third slower, much less memory (large models on
                 small GPUs).
-            compile: Compile the model with ``torch.compile`` (dynamic shapes) when training
-                starts. Compiling takes minutes first, so it can only pay on long runs; see
-                docs/benchmarks.md for what it measured.
+            compile: ``true``: ``torch.compile`` the model (dynamic shapes; docs/benchmarks.md).
+                ``captured``: fixed shapes, the whole step compiled once (``captured_step.py``).
+                false (the eager step) stays the default until the others measure faster on a GPU.
             fast_cpu_dropout: Training on CPU, draw dropout masks (attention dropout too)
                 from numpy's SFC64 generator seeded by torch's: the same Bernoulli masks'
                 law, about half the cost of torch's own CPU dropout (``cpu_dropout.py``).
@@ -174,6 +174,7 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
                 every Linear layer inside the encoder's or decoder's blocks.
         """
         super().__init__()
+        refuse_uncapturable(compile, lora_rank, rdrop_alpha, pair_encoding, pooling)
         if not label_names:
             raise ConfigurationError("no label names: set --data.train_file or --data.label_names")
         # Not a hyper-parameter: Lightning would restore it from a checkpoint over the flag, and
@@ -237,6 +238,7 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
             pairs_apart=self.pairs is not None,
             learning_rates=[rate for rate in rates if rate is not None],
         )
+        self.capture_step(stage, self.hparams["compile"])
         # After the device's checks, which run the model outside autocast.
         if self.lora is not None and str(self.trainer.precision).startswith("bf16"):
             hold_base_in_bf16(self.model)  # frozen: no update for bf16 to round away
@@ -246,25 +248,11 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         # what each training mode would need in memory, logged as the fit starts.
         return [MatmulPrecision(self.hparams["cpu_matmul_precision"]), MemoryEstimate()]
 
-    # What the data module asks before it packs (``model/packed_forward.py``).
-    @property
-    def takes_packed_batches(self) -> bool:
-        return self.packed_forward.served
-
-    @property
-    def packs_with_kernel(self) -> bool:
-        precision = str(self.trainer.precision) if self._trainer is not None else ""
-        return self.packed_forward.with_kernel(precision)
-
-    @property
-    def packs_in_one_row(self) -> bool:
-        return self.packed_forward.segments
-
     def forward(self, batch: Batch) -> Any:
         if self.pairs is not None:
             return forward_pairs(self.model, batch, mean=self.pairs.pooling == "mean")
         if is_packed(batch):
-            return self.packed_forward(batch)
+            return (self.captured or self.packed_forward)(batch)
         inputs = {key: value for key, value in batch.items() if key != INDEX}
         return self.model(**inputs)
 
@@ -272,28 +260,31 @@ class SequenceClassifier(EvaluationSteps, pl.LightningModule):
         pieces = pieces_of(batch)
         rows = sum(examples_in(piece) for piece in pieces)
         weight, smoothing = self.class_weight, self.label_smoothing
-        if self.rdrop_alpha:
+        if self.captured is not None:
+            loss = self.captured.loss(batch)  # type: ignore[arg-type]
+        elif self.rdrop_alpha:
             loss = rdrop_loss(pieces, self, weight, smoothing, self.rdrop_alpha)
         else:
             loss = training_loss(pieces, self, self.labels.problem_type, weight, smoothing)
-        # Lightning reads progress-bar values back to the host after every step, even with the
-        # bar off; on XLA that stalls the host on the device each step. The logger still gets it.
-        in_progress_bar = not is_xla(self.trainer)
-        self.log("train/loss", loss, prog_bar=in_progress_bar, batch_size=rows)
+        # Read back at log steps only (run/fit/progress_loss.py puts it in the progress bar).
+        self.log("train/loss", loss, batch_size=rows)
         return loss
 
     def configure_optimizers(self) -> Any:
         options = self.hparams
-        return adamw_with_warmup(
-            self,
-            self.learning_rate,
-            self.weight_decay,
-            self.warmup_ratio,
-            betas=tuple(options["adam_betas"]),
-            eps=options["adam_epsilon"],
-            model=self.model,
-            layer_lr_decay=options["layer_lr_decay"],
-            head_learning_rate=options["head_learning_rate"],
-            fresh_layers=options["reinit_layers"],
-            embedding_rows=options["embedding_rows"],
+        return self.capture_optimizer(  # with the update compiled, if the step is
+            adamw_with_warmup(
+                self,
+                self.learning_rate,
+                self.weight_decay,
+                self.warmup_ratio,
+                betas=tuple(options["adam_betas"]),
+                eps=options["adam_epsilon"],
+                model=self.model,
+                layer_lr_decay=options["layer_lr_decay"],
+                head_learning_rate=options["head_learning_rate"],
+                fresh_layers=options["reinit_layers"],
+                embedding_rows=options["embedding_rows"],
+                captured=self.captured is not None,
+            )
         )

@@ -15,7 +15,6 @@ were (``model/pretrained.py``'s probe). A model that fails computes every token,
 """
 
 from contextlib import AbstractContextManager
-from contextvars import ContextVar
 
 import torch
 from pytorch_lightning.utilities import rank_zero_info
@@ -23,7 +22,7 @@ from torch import Tensor
 from torch.nn import Module
 from transformers import PreTrainedModel
 
-from seqcls.context_values import holding
+from seqcls.context_values import TracedContextVar, holding
 from seqcls.errors import ConfigurationError
 from seqcls.model.pretrained import evaluating, probe_rows, same_logits
 
@@ -33,8 +32,9 @@ FIRST_TOKEN_ONLY_MARK = "seqcls_first_token_only"
 # Set on the same module once the cut was checked against the whole computation: its verdict.
 _CHECKED = "seqcls_first_token_checked"
 # Packed batches (``packed_forward.py``) hold several rows per model row: the positions the
-# head reads are then each segment's first, (model rows, columns), set while such a batch runs.
-_FIRST_POSITIONS: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar(
+# head reads are then each segment's first, (model rows, columns), set while such a batch runs;
+# readable by a compiled step too (``--model.compile captured``).
+_FIRST_POSITIONS: TracedContextVar[tuple[Tensor, Tensor] | None] = TracedContextVar(
     "seqcls_first_positions", default=None
 )
 

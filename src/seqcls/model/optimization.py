@@ -66,6 +66,7 @@ def adamw_with_warmup(
     head_learning_rate: float | None = None,
     fresh_layers: int = 0,
     embedding_rows: bool = True,
+    captured: bool = False,
 ) -> Any:
     """AdamW with linear warm-up and decay, per optimizer step: ``configure_optimizers``' answer.
 
@@ -75,7 +76,8 @@ def adamw_with_warmup(
     head). ``embedding_rows``: ``model``'s word embeddings train by rows where that pays
     (``row_sparse_adamw.py``). torch's AdamW corrects the bias of its moment estimates, which
     BERT's original optimiser did not (Mosbach et al. 2021 trace unstable fine-tuning on small
-    sets partly to that).
+    sets partly to that). ``captured``: the update is compiled (``captured_step.py``): AdamW's
+    for-each update, which the compiler fuses, with its step counts on the device.
     """
     params = [p for p in module.parameters() if p.requires_grad]
     if model is not None and (layer_lr_decay != 1 or head_learning_rate is not None):
@@ -91,7 +93,9 @@ def adamw_with_warmup(
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
     fused = fused and not module.trainer.gradient_clip_val
     optimizer: AdamW
-    if model is not None and train_embeddings_by_rows(module.trainer, model, embedding_rows):
+    if captured:
+        optimizer = AdamW(groups, lr=learning_rate, betas=betas, eps=eps, capturable=True)
+    elif model is not None and train_embeddings_by_rows(module.trainer, model, embedding_rows):
         # The same results, the word embeddings' update on the rows that need it (on a CPU,
         # 4% of an SST-2 step with all-MiniLM-L6-v2, 11% of peak memory): row_sparse_adamw.py.
         optimizer = RowSparseAdamW(groups, lr=learning_rate, betas=betas, eps=eps)

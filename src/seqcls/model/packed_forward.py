@@ -277,3 +277,23 @@ def _encoder_mask(model: PreTrainedModel, block: torch.Tensor) -> Iterator[None]
         yield
     finally:
         handle.remove()
+
+
+class PackingAnswers:
+    """What the data module asks a classifier before it packs (``SequenceClassifier``)."""
+
+    packed_forward: PackedForward
+    _trainer: Any
+
+    @property
+    def takes_packed_batches(self) -> bool:
+        return self.packed_forward.served
+
+    @property
+    def packs_with_kernel(self) -> bool:
+        precision = str(self._trainer.precision) if self._trainer is not None else ""
+        return self.packed_forward.with_kernel(precision)
+
+    @property
+    def packs_in_one_row(self) -> bool:
+        return self.packed_forward.segments
