@@ -15,8 +15,8 @@ from packed_rows import tiny_model
 from seqcls.model.packed_forward import PackedForward
 from seqcls.speedups import transformers_hooks
 from seqcls.speedups.cpu_dropout import CPUDropout, use_cpu_dropout
-from seqcls.speedups.matmul_precision import MKL_ATTENTION, keep_attention_in_mkl
 from seqcls.speedups.device_mask import DEVICE_MASK_ATTENTION, use_device_side_attention_mask
+from seqcls.speedups.matmul_precision import MKL_ATTENTION, keep_attention_in_mkl
 
 RENAMED = "seqcls_test_renamed"
 

@@ -28,6 +28,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Literal
 
+import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_info
 from torch.optim import Optimizer
@@ -169,7 +170,7 @@ class CapturesSteps:
     labels: LabelSpace
     label_smoothing: float
     class_weight: torch.Tensor | None
-    trainer: Any
+    trainer: pl.Trainer
 
     def capture_step(self, stage: str, compile: Compile) -> None:
         """At a fit's setup, compile the step where ``compile`` asks for it and packed batches

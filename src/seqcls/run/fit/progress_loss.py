@@ -25,7 +25,7 @@ class LossInProgressBar(pl.Callback):
     ) -> None:
         if trainer.progress_bar_callback is None or LOSS not in trainer.callback_metrics:
             return
-        every = trainer.log_every_n_steps
+        every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
         last = batch_idx + 1 == trainer.num_training_batches
         if last or (every and trainer.global_step % every == 0):
             # Lightning keeps this dict between steps and shows it beside its own values.

@@ -49,9 +49,8 @@ class StopOnNonFiniteLoss(pl.Callback):
         if isinstance(loss, torch.Tensor):
             self._note(loss.detach(), trainer.global_step)
         last = batch_idx + 1 == trainer.num_training_batches
-        if last or (
-            trainer.log_every_n_steps and trainer.global_step % trainer.log_every_n_steps == 0
-        ):
+        every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
+        if last or (every and trainer.global_step % every == 0):
             self._check(trainer)
 
     def _note(self, loss: torch.Tensor, step: int) -> None:
