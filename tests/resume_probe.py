@@ -85,7 +85,7 @@ class StepRecorder(Callback):
         record = {
             "step": trainer.global_step,
             "rows": sorted(torch.cat([piece["index"] for piece in pieces_of(batch)]).tolist()),
-            "lr": optimizer.param_groups[0]["lr"],
+            "lr": float(optimizer.param_groups[0]["lr"]),  # a tensor in a captured step
             "adam_steps": sorted({float(s["step"]) for s in saved.values()}),
             "moments": moments,
         }
