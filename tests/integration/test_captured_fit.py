@@ -50,6 +50,9 @@ def test_a_captured_fit_stopped_and_run_again_resumes_its_optimizer_state(
     ours = recorded(Path(f"{run}.jsonl"))
     theirs = recorded(tmp_path / "uninterrupted.jsonl")
     assert sorted(ours) == sorted(theirs) == list(range(6))
+    # The resumed epoch goes on from the batch after the last one trained (it started over
+    # when the fixed-shape loader's pass was made before the loops were restored).
+    assert [ours[step]["rows"] for step in range(6)] == [theirs[step]["rows"] for step in range(6)]
     resumed, reference = ours[STOP_AT], theirs[STOP_AT]
     assert resumed["adam_steps"] == reference["adam_steps"] == [float(STOP_AT)]
     assert resumed["lr"] == pytest.approx(reference["lr"], rel=1e-6)

@@ -59,12 +59,21 @@ class EpochOrder(DistributedSampler):
         if self.epoch == self._epoch_used:
             self.epoch += 1
         self._epoch_used = self.epoch
-        units = self.units(self.epoch)
+        return self._pass()
+
+    def _pass(self) -> Iterator[Any]:
+        """The units of this pass, decided when the first one is drawn, not when the pass is
+        made: a loader that takes whole batches from its sampler (``batch_size=None``, as the
+        dense packing's) makes the pass at once, and Lightning makes it before it restores a
+        resumed run's loops and sets the epoch, so the resume point was still unknown and
+        the resumed epoch started over."""
+        epoch = self._epoch_used = self.epoch
+        units = self.units(epoch)
         point = self._resume() if self._resume is not None else None
         self._resume = None
-        if point is not None and point[0] == self.epoch:
+        if point is not None and point[0] == epoch:
             units = units[point[1] :]
-        return iter(units)
+        yield from units
 
     def units(self, epoch: int) -> list[Any]:
         """What this sampler yields for ``epoch``, in order, and what a resume point counts:
