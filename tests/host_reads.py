@@ -22,7 +22,9 @@ COUNTED: list[tuple[int, list[str]]] = []
 SHAPES: list[tuple[int, ...]] = []  # each training batch's input_ids shape
 
 
-class _Reads(TorchFunctionMode):
+class CountReads(TorchFunctionMode):
+    """Counts the calls that read a tensor's values back to the host."""
+
     def __init__(self) -> None:
         super().__init__()
         self.reads: list[str] = []
@@ -35,7 +37,7 @@ class _Reads(TorchFunctionMode):
 
 class CountStepReads(pl.Callback):
     def __init__(self) -> None:
-        self._open: tuple[int, _Reads] | None = None
+        self._open: tuple[int, CountReads] | None = None
 
     def _close(self) -> None:
         if self._open is not None:
@@ -54,7 +56,7 @@ class CountStepReads(pl.Callback):
         logs = (step + 1) % trainer.log_every_n_steps == 0
         last = batch_idx + 1 == trainer.num_training_batches
         if step > 0 and not logs and not last:
-            mode = _Reads()
+            mode = CountReads()
             mode.__enter__()
             self._open = (step, mode)
 

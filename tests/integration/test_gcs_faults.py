@@ -14,7 +14,7 @@ from pathlib import Path
 import fsspec
 import pytest
 import torch
-from cli_runs import QUIET, REPO, SAMPLE, child_env, seqcls_bounded
+from cli_runs import child_env, sample_fit, seqcls_bounded
 from gcs_emulator import _free_port, bucket_for_runs
 from gcs_faults import FaultProxy, fault_proxy
 
@@ -54,17 +54,7 @@ def faults(proxy: FaultProxy) -> Iterator[FaultProxy]:
 
 def fit(proxy: FaultProxy, model: Path, run: str, epochs: int) -> tuple[int, str]:
     """``seqcls fit`` of ``epochs`` into ``run`` through the proxy: exit status and output."""
-    args = [
-        "fit",
-        "--config", str(REPO / "configs/local.yaml"),
-        "--model.model_name_or_path", str(model),
-        "--data.train_file", str(SAMPLE / "train.csv"),
-        "--data.validation_file", str(SAMPLE / "validation.csv"),
-        "--data.max_train_samples", "64",
-        "--trainer.max_epochs", str(epochs),
-        "--trainer.default_root_dir", run,
-        *QUIET,
-    ]  # fmt: skip
+    args = sample_fit(run, model, "--trainer.max_epochs", str(epochs))
     done = seqcls_bounded(
         args, timeout_s=TIMEOUT_S, env=child_env(STORAGE_EMULATOR_HOST=proxy.endpoint)
     )

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 import torch
+from host_reads import CountReads
 from packed_rows import rows
 from torch._dynamo.utils import counters
-from torch.overrides import TorchFunctionMode
 
 from seqcls.data.dense_packing import DensePack
 from seqcls.errors import ConfigurationError
@@ -26,21 +26,7 @@ from seqcls.model.loss import training_loss
 from seqcls.model.packed_forward import PackedForward
 from seqcls.speedups.device_mask import use_device_side_attention_mask
 
-READS = ("item", "__bool__", "tolist", "__float__", "__int__", "__index__", "numpy", "cpu")
 CLIP = 1.0
-
-
-class CountReads(TorchFunctionMode):
-    """Counts the calls that read a tensor's values back to the host."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[str] = []
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        if getattr(func, "__name__", "") in READS:
-            self.reads.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.fixture(autouse=True)
