@@ -163,10 +163,15 @@ class StepClock:
         attention: int,
         per_row: int,
     ) -> None:
-        """A packed batch: its examples are the labels; padding is the padding id; each real
-        token attends over its own example (the mask's row), the kernel over the whole row."""
+        """A packed batch: padding is the padding id; each real token attends over its own
+        example (the mask's row), the kernel over the whole row. Its examples are the labels,
+        or, where the labels stay out of the model (fixed shapes with empty slots), the real
+        tokens that do not attend to the token before them: each example's first."""
         real = kwargs["input_ids"] != self.pad_token_id
-        examples = len(kwargs["labels"])
+        labels = kwargs.get("labels")
+        follows = mask[:, 0].bool().diagonal(offset=-1, dim1=-2, dim2=-1)  # i attends i - 1
+        firsts = int(real[:, :1].sum()) + int((real[:, 1:] & ~follows).sum())
+        examples = len(labels) if labels is not None else firsts
         rows, padded = real.shape
         real_tokens = int(real.sum())
         attended = float(mask[:, 0][real].sum())  # sum over examples of length squared

@@ -36,7 +36,10 @@ def test_the_dry_run_measures_every_row_and_side_of_the_plan(
                 assert side["optimizer_steps"] == 1  # 32 rows, batch 32, one epoch
             else:
                 assert side["steps"] == 1  # 2 steps, the first untimed
-                assert side["examples"] == 32
+                if name == "seqcls-captured":  # as many rows as its fixed shape holds
+                    assert 0 < side["examples"] <= 32
+                else:
+                    assert side["examples"] == 32
                 assert side["useful_mfu"] > 0
     sides = {name: side for row in report["rows"] for name, side in row["sides"].items()}
     assert "error" not in sides["seqcls-default"]

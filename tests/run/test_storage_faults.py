@@ -136,6 +136,8 @@ def test_a_bucket_checkpoint_whose_local_copy_fills_the_disk_names_tmpdir(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A gs:// checkpoint is written to a local temporary file first, on TMPDIR's disk."""
+    from lightning_fabric.plugins import TorchCheckpointIO
+
     from seqcls.run.checkpoints import atomic_io
     from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO
 
@@ -145,8 +147,10 @@ def test_a_bucket_checkpoint_whose_local_copy_fills_the_disk_names_tmpdir(
     monkeypatch.setattr(AtomicCheckpointIO, "_write_local", full)
     # Answered without gcsfs, which would look for credentials: nothing reaches the bucket.
     monkeypatch.setattr(atomic_io, "is_remote", lambda path: path.startswith("gs://"))
+    checkpoint_io = AtomicCheckpointIO()
+    checkpoint_io.checkpoint_io = TorchCheckpointIO()  # the one a strategy hands it
     with pytest.raises(StorageFault) as raised:
-        AtomicCheckpointIO().save_checkpoint({}, RUN)
+        checkpoint_io.save_checkpoint({}, RUN)
     line = str(raised.value)
     assert "/last.ckpt: no space left on device" in line
     assert "set TMPDIR to a folder on a larger disk" in line
