@@ -148,7 +148,7 @@ def run(command: list[str], log: Path, stop_after_steps: int | None) -> tuple[in
 def rehearse(command: list[str], run_dir: str, work: Path, stop_after: int) -> int:
     import fsspec
 
-    from seqcls.run.checkpoints.resume import _check
+    from seqcls.run.checkpoints.damaged import checkpoint_problem
 
     last = f"{run_dir}/checkpoints/last.ckpt"
     metrics = f"{run_dir}/metrics.json"
@@ -160,7 +160,7 @@ def rehearse(command: list[str], run_dir: str, work: Path, stop_after: int) -> i
             return None
         local = work / "last.ckpt"
         fs.get_file(path, str(local))
-        problem, state = _check(str(local))
+        problem, state = checkpoint_problem(str(local))
         return None if problem else int(state["global_step"])
 
     status, _ = run(command, work / "first.log", stop_after)
