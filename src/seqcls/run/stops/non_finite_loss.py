@@ -12,6 +12,7 @@ import pytorch_lightning as pl
 import torch
 
 from seqcls.errors import ConfigurationError
+from seqcls.hardware import is_xla
 
 
 class Diverged(ConfigurationError):
@@ -45,6 +46,11 @@ class StopOnNonFiniteLoss(pl.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
+        if is_xla(trainer):
+            # The flag's own operations would change the step's graph after each read, and
+            # the reads would be host syncs the rehearsal counts: on XLA only validations are
+            # checked, as before.
+            return
         loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
         if isinstance(loss, torch.Tensor):
             self._note(loss.detach(), trainer.global_step)
