@@ -11,6 +11,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from seqcls.hardware import is_xla
+
 LOSS = "train/loss"
 
 
@@ -26,7 +28,9 @@ class LossInProgressBar(pl.Callback):
         if trainer.progress_bar_callback is None or LOSS not in trainer.callback_metrics:
             return
         every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
-        last = batch_idx + 1 == trainer.num_training_batches
+        # An epoch's last batch is no log step on XLA, where each read is a host sync that cuts
+        # the step's graph: there the bar shows the loss of log steps alone.
+        last = batch_idx + 1 == trainer.num_training_batches and not is_xla(trainer)
         if last or (every and trainer.global_step % every == 0):
             # Lightning keeps this dict between steps and shows it beside its own values.
             trainer.progress_bar_metrics[LOSS] = float(trainer.callback_metrics[LOSS])
