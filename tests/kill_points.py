@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
+from resume_probe import SigtermInValidation
 from transformers import PreTrainedTokenizerBase
 
 import seqcls.run.outputs.fit_end
@@ -52,22 +53,12 @@ class SigkillInCheckpointWrite(Callback):
         torch.save = save_then_die
 
 
-class SigkillInValidation(Callback):
+class SigkillInValidation(SigtermInValidation):
     """SIGKILL as validation number ``validation`` (1 for the first after the sanity check)
     starts its second batch."""
 
-    def __init__(self, validation: int) -> None:
-        self.validation, self.started = validation, 0
-
-    def on_validation_epoch_start(self, trainer: pl.Trainer, *args: Any) -> None:
-        self.started += not trainer.sanity_checking
-
-    def on_validation_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
-        if not trainer.sanity_checking and self.started == self.validation and batch_idx == 1:
-            die()
+    def stop(self) -> None:
+        die()
 
 
 class SigkillInExport(Callback):

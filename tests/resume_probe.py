@@ -126,4 +126,7 @@ class SigtermInValidation(Callback):
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         if not trainer.sanity_checking and self.started == self.validation and batch_idx == 1:
-            signal.raise_signal(signal.SIGTERM)
+            self.stop()
+
+    def stop(self) -> None:
+        signal.raise_signal(signal.SIGTERM)

@@ -16,6 +16,17 @@ from seqcls.hardware import is_xla
 LOSS = "train/loss"
 
 
+def is_log_step(trainer: pl.Trainer) -> bool:
+    """Whether the step just trained is one where Lightning's logger reads logged values back
+    (every ``--trainer.log_every_n_steps``): a read then costs no extra host sync."""
+    every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
+    return bool(every) and trainer.global_step % every == 0
+
+
+def is_epochs_last_batch(trainer: pl.Trainer, batch_idx: int) -> bool:
+    return batch_idx + 1 == trainer.num_training_batches
+
+
 class LossInProgressBar(pl.Callback):
     def on_train_batch_end(
         self,
@@ -27,10 +38,9 @@ class LossInProgressBar(pl.Callback):
     ) -> None:
         if trainer.progress_bar_callback is None or LOSS not in trainer.callback_metrics:
             return
-        every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
         # An epoch's last batch is no log step on XLA, where each read is a host sync that cuts
         # the step's graph: there the bar shows the loss of log steps alone.
-        last = batch_idx + 1 == trainer.num_training_batches and not is_xla(trainer)
-        if last or (every and trainer.global_step % every == 0):
+        last = is_epochs_last_batch(trainer, batch_idx) and not is_xla(trainer)
+        if last or is_log_step(trainer):
             # Lightning keeps this dict between steps and shows it beside its own values.
             trainer.progress_bar_metrics[LOSS] = float(trainer.callback_metrics[LOSS])

@@ -13,6 +13,7 @@ import torch
 
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
+from seqcls.run.fit.progress_loss import is_epochs_last_batch, is_log_step
 
 
 class Diverged(ConfigurationError):
@@ -54,9 +55,7 @@ class StopOnNonFiniteLoss(pl.Callback):
         loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
         if isinstance(loss, torch.Tensor):
             self._note(loss.detach(), trainer.global_step)
-        last = batch_idx + 1 == trainer.num_training_batches
-        every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
-        if last or (every and trainer.global_step % every == 0):
+        if is_epochs_last_batch(trainer, batch_idx) or is_log_step(trainer):
             self._check(trainer)
 
     def _note(self, loss: torch.Tensor, step: int) -> None:
