@@ -12,19 +12,9 @@ from typing import Any
 import pytorch_lightning as pl
 
 from seqcls.hardware import is_xla
+from seqcls.run.log_steps import is_epochs_last_batch, is_log_step
 
 LOSS = "train/loss"
-
-
-def is_log_step(trainer: pl.Trainer) -> bool:
-    """Whether the step just trained is one where Lightning's logger reads logged values back
-    (every ``--trainer.log_every_n_steps``): a read then costs no extra host sync."""
-    every = int(getattr(trainer, "log_every_n_steps", 50))  # set by Lightning (undeclared)
-    return bool(every) and trainer.global_step % every == 0
-
-
-def is_epochs_last_batch(trainer: pl.Trainer, batch_idx: int) -> bool:
-    return batch_idx + 1 == trainer.num_training_batches
 
 
 class LossInProgressBar(pl.Callback):

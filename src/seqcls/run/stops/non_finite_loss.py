@@ -13,7 +13,7 @@ import torch
 
 from seqcls.errors import ConfigurationError
 from seqcls.hardware import is_xla
-from seqcls.run.fit.progress_loss import is_epochs_last_batch, is_log_step
+from seqcls.run.log_steps import is_epochs_last_batch, is_log_step
 
 
 class Diverged(ConfigurationError):
