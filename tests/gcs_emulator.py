@@ -40,7 +40,7 @@ def gcs_emulator(*, timeout: float = 30.0) -> Iterator[str]:
     """
     if not available():
         pytest.skip("gcp-storage-emulator is not installed (it is in the dev extra)")
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
         command = ["start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"]
@@ -54,12 +54,17 @@ def gcs_emulator(*, timeout: float = 30.0) -> Iterator[str]:
             _wait_until_up(endpoint, process, log, timeout=timeout)
             yield endpoint
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End a server this test process started: asked first, killed after 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager
@@ -109,7 +114,7 @@ def _request(url: str, body: bytes, content_type: str) -> None:
         response.read()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     # The port could be taken again before the emulator binds it; unlikely enough for tests.
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from gcs_emulator import stop
+
 MAX_LIFE_S = 600
 _CONTROL = "/_faults"
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
@@ -77,12 +79,7 @@ def fault_proxy(upstream: str, port: int) -> Iterator[FaultProxy]:
                 time.sleep(0.1)
         yield proxy
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 class _Script:

@@ -4,6 +4,7 @@ would override is refused in one line (run/checks/checkpoint_options.py)."""
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -70,14 +71,26 @@ def test_a_threshold_given_with_a_checkpoint_decides_the_predictions(fitted: Pat
     assert predict(fitted, "high", "--model.threshold", "0.99") == [[]] * 6
 
 
+def refusal(
+    command: Callable[..., object],
+    fitted: Path,
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+    *flags: str,
+) -> str:
+    """The one line ``command`` (``predict`` or ``continue_fit``) into ``name`` stops with:
+    exit status 2 before it wrote anything."""
+    with pytest.raises(SystemExit) as done:
+        command(fitted, name, *flags)
+    assert done.value.code == 2
+    assert not (fitted / name).exists()
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_an_option_the_checkpoint_fixes_is_refused_in_one_line(
     fitted: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as done:
-        predict(fitted, "refused", "--model.learning_rate", "0.1")
-    assert done.value.code == 2
-    assert not (fitted / "refused").exists()
-    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    last_line = refusal(predict, fitted, "refused", capsys, "--model.learning_rate", "0.1")
     checkpoint = fitted / "run/checkpoints/last.ckpt"
     assert last_line == (
         f"seqcls: error: --model.learning_rate 0.1: predict scores --ckpt_path {checkpoint} as "
@@ -101,12 +114,9 @@ def continue_fit(work: Path, name: str, *extra: str) -> None:
 def test_fit_refuses_an_option_its_checkpoint_would_override(
     fitted: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as done:
-        continue_fit(fitted, "fit-refused", "--model.dropout", "0.3")
-    assert done.value.code == 2
-    assert not (fitted / "fit-refused").exists()
+    last_line = refusal(continue_fit, fitted, "fit-refused", capsys, "--model.dropout", "0.3")
     checkpoint = fitted / "run/checkpoints/last.ckpt"
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+    assert last_line == (
         f"seqcls: error: --model.dropout 0.3: fit continues --ckpt_path {checkpoint} as it was "
         "trained, with 0.0; leave the flag out (over a checkpoint only "
         "--model.compile, --model.cpu_matmul_precision, "

@@ -15,7 +15,7 @@ import fsspec
 import pytest
 import torch
 from cli_runs import child_env, sample_fit, seqcls_bounded
-from gcs_emulator import _free_port, bucket_for_runs
+from gcs_emulator import bucket_for_runs, free_port
 from gcs_faults import FaultProxy, fault_proxy
 
 import seqcls.data.tables  # noqa: F401  (sets gcsfs's options before it is imported)
@@ -40,7 +40,7 @@ def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[fsspec.AbstractFil
 def proxy(gcs: fsspec.AbstractFileSystem) -> Iterator[FaultProxy]:
     import os
 
-    with fault_proxy(os.environ["STORAGE_EMULATOR_HOST"], _free_port()) as running:
+    with fault_proxy(os.environ["STORAGE_EMULATOR_HOST"], free_port()) as running:
         yield running
 
 
@@ -96,38 +96,43 @@ def test_an_upload_cut_off_leaves_no_torn_checkpoint_and_is_retried(
     assert not [p for p in gcs.find(f"{BUCKET}/cut") if p.endswith(".partial")]
 
 
-def test_a_bucket_that_refuses_writes_stops_the_run_in_one_line(
-    faults: FaultProxy, gcs: fsspec.AbstractFileSystem, tiny_bert: Path
-) -> None:
-    # The first epoch's checkpoint goes through; every later checkpoint upload is refused.
-    faults.script({**CHECKPOINT_UPLOADS, "answer": 403, "skip": 1, "times": -1})
-    code, output = fit(faults, tiny_bert, f"gs://{BUCKET}/refused", epochs=2)
+def refused_after_first_epoch(
+    faults: FaultProxy, gcs: fsspec.AbstractFileSystem, model: Path, run: str, answer: int
+) -> str:
+    """A two-epoch fit whose checkpoint uploads after the first epoch's are all answered
+    ``answer``: it must stop in one line naming a checkpoint, the first epoch's intact. Its
+    output."""
+    faults.script({**CHECKPOINT_UPLOADS, "answer": answer, "skip": 1, "times": -1})
+    code, output = fit(faults, model, f"gs://{BUCKET}/{run}", epochs=2)
     assert code == 2, output[-3000:]
     assert "Traceback" not in output
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"seqcls: error: gs://{BUCKET}/refused/checkpoints/"), last
+    assert last.startswith(f"seqcls: error: gs://{BUCKET}/{run}/checkpoints/"), last
+    assert saved_step(gcs, f"{BUCKET}/{run}/checkpoints/last.ckpt") == STEPS_PER_EPOCH
+    return output
+
+
+def test_a_bucket_that_refuses_writes_stops_the_run_in_one_line(
+    faults: FaultProxy, gcs: fsspec.AbstractFileSystem, tiny_bert: Path
+) -> None:
+    output = refused_after_first_epoch(faults, gcs, tiny_bert, "refused", 403)
+    last = output.strip().splitlines()[-1]
     assert "permission denied (403 Forbidden)" in last
     assert "roles/storage.objectAdmin" in last
     assert "the checkpoints saved before are intact" in last
-    assert saved_step(gcs, f"{BUCKET}/refused/checkpoints/last.ckpt") == STEPS_PER_EPOCH
 
 
 def test_a_quota_answer_through_every_retry_stops_the_run_in_one_line(
     faults: FaultProxy, gcs: fsspec.AbstractFileSystem, tiny_bert: Path
 ) -> None:
     # gcsfs tries six times over about 35 s before the error reaches seqcls.
-    faults.script({**CHECKPOINT_UPLOADS, "answer": 429, "skip": 1, "times": -1})
-    code, output = fit(faults, tiny_bert, f"gs://{BUCKET}/quota", epochs=2)
-    assert code == 2, output[-3000:]
-    assert "Traceback" not in output
+    output = refused_after_first_epoch(faults, gcs, tiny_bert, "quota", 429)
     assert output.count(SAID_ONCE) == 1
     last = output.strip().splitlines()[-1]
-    assert last.startswith(f"seqcls: error: gs://{BUCKET}/quota/checkpoints/"), last
     assert "429 Too Many Requests" in last
     refused = faults.faulted()
     assert {f["object"] for f in refused} == {last.split()[2].split(f"{BUCKET}/", 1)[1][:-1]}
     assert len(refused) == 6, refused  # gcsfs's tries, and no more
-    assert saved_step(gcs, f"{BUCKET}/quota/checkpoints/last.ckpt") == STEPS_PER_EPOCH
 
 
 def test_a_resume_reads_its_checkpoint_through_transient_answers(
