@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import command_line, environment, key_value_table, subcommand_parser, write_json
+from harness import command_line, key_value_table, subcommand_parser, write_json
 from lightning_fabric.plugins import TorchCheckpointIO
+from machine import environment
 from transformers import AutoModelForSequenceClassification
 
 from seqcls.run.checkpoints.atomic_io import AtomicCheckpointIO

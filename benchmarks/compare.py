@@ -48,15 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    command_line,
-    environment,
-    in_own_process,
-    markdown_table,
-    matmul_peak_flops,
-    subcommand_parser,
-    write_json,
-)
+from harness import command_line, in_own_process, markdown_table, subcommand_parser, write_json
+from machine import environment, matmul_peak_flops
 
 HF_SIDES: dict[str, dict[str, Any]] = {
     "hf-default": {"padding": "max_length", "grouped": False, "bf16": False},

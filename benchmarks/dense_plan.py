@@ -17,7 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness import command_line, environment, key_value_table, subcommand_parser, write_json
+from harness import command_line, key_value_table, subcommand_parser, write_json
+from machine import environment
 from pytorch_lightning.accelerators import XLAAccelerator
 
 from seqcls.data.classification import TextClassificationDataModule

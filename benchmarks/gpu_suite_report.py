@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import environment, markdown_table, matmul_peak_flops
+from harness import markdown_table
+from machine import environment, matmul_peak_flops
 
 # Dense bf16 tensor-core peaks (FLOP/s), by a part of the name torch gives the card. The
 # first match counts, so the H100's PCIe and NVL parts come before the SXM one.

@@ -25,7 +25,8 @@ import datasets
 import numpy as np
 import torch
 import torchmetrics.functional as tmf
-from harness import StepClock, peak_rss_mib
+from harness import StepClock
+from machine import peak_rss_mib
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from harness import command_line, environment, markdown_table, subcommand_parser, write_json
+from harness import command_line, markdown_table, subcommand_parser, write_json
+from machine import environment
 
 from seqcls.errors import ConfigurationError
 from seqcls.serve.backends import OnnxBackend, TorchBackend, onnx_file

@@ -38,8 +38,8 @@
 
 ``python benchmarks/run.py SUBCOMMAND --help`` lists each one's options. Every subcommand
 prints a table and, with ``--json FILE``, also writes everything it measured, the machine and
-the command included. They share one harness (``harness.py``): the step clock, running a side
-in a fresh process, the machine's description and the report.
+the command included. They share one harness (``harness.py``: the step clock, running a side
+in a fresh process, the report) and one description of the machine (``machine.py``).
 """
 
 import importlib

@@ -21,15 +21,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from harness import (
-    StepClock,
-    command_line,
-    environment,
-    key_value_table,
-    peak_rss_mib,
-    subcommand_parser,
-    write_json,
-)
+from harness import StepClock, command_line, key_value_table, subcommand_parser, write_json
+from machine import environment, peak_rss_mib
 
 from seqcls.classifier_cli import SeqclsCLI, make_cli
 from seqcls.cli import prepare_process

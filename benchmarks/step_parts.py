@@ -12,7 +12,7 @@ profiler, whose per-operator times split a step into:
 
 - **matrix products** (``mm``, ``addmm``): with the step's useful FLOPs, as the benchmarks
   count them, the rate they ran at, against the best rate of a square 2048 fp32 product on
-  this machine (``harness.matmul_peak_flops``: MKL's or oneDNN's, whichever is faster);
+  this machine (``machine.matmul_peak_flops``: MKL's or oneDNN's, whichever is faster);
 - **the AdamW update** (the fused kernel, the embeddings' rows and their bookkeeping);
 - **attention** (``bmm``, ``baddbmm``, softmax, masks, the gathers of the segments; the embeddings'
   lookups use the same gather and count here too);
@@ -42,15 +42,8 @@ from typing import Any, get_args
 
 import torch
 from cpu_step import batches_of, train_once, trainable
-from harness import (
-    StepClock,
-    command_line,
-    environment,
-    key_value_table,
-    matmul_peak_flops,
-    subcommand_parser,
-    write_json,
-)
+from harness import StepClock, command_line, key_value_table, subcommand_parser, write_json
+from machine import environment, matmul_peak_flops
 from step_floor import (
     PRODUCT_OPERATORS,
     Product,

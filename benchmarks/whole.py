@@ -35,14 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from compare import HF_SIDES, SEED, WARMUP_RATIO, WEIGHT_DECAY
-from harness import (
-    command_line,
-    environment,
-    in_own_process,
-    markdown_table,
-    subcommand_parser,
-    write_json,
-)
+from harness import command_line, in_own_process, markdown_table, subcommand_parser, write_json
+from machine import environment
 
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],

@@ -21,14 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    command_line,
-    environment,
-    in_own_process,
-    markdown_table,
-    subcommand_parser,
-    write_json,
-)
+from harness import command_line, in_own_process, markdown_table, subcommand_parser, write_json
+from machine import environment
 
 REPO = Path(__file__).resolve().parents[1]
 # The data module's options of each setting; buckets pay most when batches hold similar

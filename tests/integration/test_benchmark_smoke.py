@@ -184,7 +184,7 @@ def test_dense_plan_counts_every_row_of_the_epoch_in_one_shape(
 
 def test_the_cpu_is_named_with_its_family_model_and_vector_extensions(tmp_path: Path) -> None:
     load_run()
-    from harness import cpu_model  # type: ignore[import-not-found]
+    from machine import cpu_model  # type: ignore[import-not-found]
 
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(
