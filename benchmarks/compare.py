@@ -153,6 +153,7 @@ def run_side(name: str, side: dict[str, Any], args: argparse.Namespace, cache: P
     result = in_own_process(worker, spec, timeout=args.timeout, env=env)
     if "skipped" not in result:  # a side that cannot run here says why instead
         result["first_step_s"] = result.pop("first_step_at") - started
+        del result["last_step_at"]
     return result
 
 

@@ -89,10 +89,11 @@ def score_row(row: dict[str, Any], peak: float | None) -> None:
 
 def cells(side: dict[str, Any]) -> list[str]:
     if "error" in side:
-        return ["-", "-", "-", "-", "-", side["error"]]
+        return ["-", "-", "-", "-", "-", "-", side["error"]]
     step = side.get("mean_step_time_s")
     return [
         f"{side['seconds']:.1f}" if "seconds" in side else "-",
+        f"{side['start_up_s']:.1f}" if "start_up_s" in side else "-",
         f"{step * 1e3:.1f}" if step else "-",
         f"{side['examples_per_s']:,.0f}" if "examples_per_s" in side else "-",
         f"{side['useful_mfu']:.1%}" if "useful_mfu" in side else "-",
@@ -102,8 +103,8 @@ def cells(side: dict[str, Any]) -> list[str]:
 
 
 def table(report: dict[str, Any]) -> str:
-    header = ["row", "side", "whole s", "ms/step", "examples/s", "useful MFU", "vs HF's best",
-              "note"]  # fmt: skip
+    header = ["row", "side", "whole s", "to first step s", "ms/step", "examples/s",
+              "useful MFU", "vs HF's best", "note"]  # fmt: skip
     rows = [
         [row["title"], name, *cells(side)]
         for row in report["rows"]

@@ -66,7 +66,9 @@ class StepClock:
         self.seconds = self.useful_flops = self.computed_flops = 0.0
         # examples, real tokens, computed tokens, useful and computed FLOPs of this step
         self._pending: list[float] = [0, 0, 0, 0.0, 0.0]
-        self.first_step_at: float | None = None  # time.time() when the first step began
+        # time.time() when the first step began and the last one ended, warm-up included
+        self.first_step_at: float | None = None
+        self.last_step_at: float | None = None
         self._started: float | None = None
 
     def attach(self, model: torch.nn.Module) -> None:
@@ -95,6 +97,7 @@ class StepClock:
 
     def end(self) -> None:
         """The step that ``begin`` started has finished its optimizer update."""
+        self.last_step_at = time.time()
         if self._started is None:
             return
         self._synchronize()
@@ -121,6 +124,7 @@ class StepClock:
             "computed_tokens": self.computed_tokens,
             "useful_flops_per_s": self.useful_flops / self.seconds,
             "first_step_at": self.first_step_at,
+            "last_step_at": self.last_step_at,
         }
         if peak_flops:
             results["mfu_useful"] = self.useful_flops / self.seconds / peak_flops

@@ -17,9 +17,10 @@ to its longest, grouped by length) and ``hf-default`` (run_glue's defaults: ever
 Rounds run every side once, in turn, so a drift of the machine's speed touches all sides
 alike. ``--caches cold`` (default) gives every run empty caches, as a first run; ``warm``
 first runs each side once untimed to fill its caches (seqcls's tokens, datasets' map), as
-any later run of the same job. Prints each side's median, minimum and maximum seconds and dev
-accuracy, then each seqcls side's speed-up over each HF side (HF seconds over seqcls seconds),
-median and by round.
+any later run of the same job. Prints each side's median, minimum and maximum seconds, the
+medians of its three phases (process start to the first training step, first step to the end
+of the last, the rest to exit: ``phase_stamps.py``) and dev accuracy, then each seqcls side's
+speed-up over each HF side (HF seconds over seqcls seconds), median and by round.
 """
 
 import argparse
@@ -37,6 +38,7 @@ from typing import Any
 from compare import HF_SIDES, SEED, WARMUP_RATIO, WEIGHT_DECAY
 from harness import command_line, in_own_process, markdown_table, subcommand_parser, write_json
 from machine import environment
+from phase_stamps import phases
 
 SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-default": [],
@@ -44,6 +46,7 @@ SEQCLS_SIDES: dict[str, list[str]] = {
     "seqcls-unpacked": ["--data.packing", "false"],
 }
 DEFAULT_SIDES = "seqcls-default,hf-best"
+HERE = Path(__file__).resolve().parent
 EVAL_BATCH_SIZE = 64
 
 
@@ -102,15 +105,23 @@ def seqcls_command(args: argparse.Namespace, name: str, run_dir: str, cache: str
 
 def run_seqcls(args: argparse.Namespace, name: str, cache: Path, log: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="seqcls-whole-run-") as run_dir:
+        stamps = Path(run_dir) / "phase-stamps.json"
+        stamping = {"class_path": "phase_stamps.PhaseStamps", "init_args": {"path": str(stamps)}}
         command = seqcls_command(args, name, run_dir, str(cache / "seqcls"))
-        started = time.perf_counter()
+        command += ["--trainer.callbacks", json.dumps([stamping])]
+        path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+        started = time.time()
         with log.open("w") as output:  # kept out of the report, but kept: a failure shows it
-            subprocess.run(command, check=True, timeout=args.timeout, stdout=output, stderr=output)
-        seconds = time.perf_counter() - started
+            subprocess.run(
+                command, check=True, timeout=args.timeout, stdout=output, stderr=output,
+                env={**os.environ, "PYTHONPATH": path},
+            )  # fmt: skip
+        ended = time.time()
         metrics = json.loads((Path(run_dir) / "metrics.json").read_text())
+        split = phases(started, ended, json.loads(stamps.read_text()))
     fit = metrics["fit"]
-    return {
-        "seconds": seconds,
+    return split | {
+        "seconds": ended - started,
         "dev_accuracy": metrics["validation"]["accuracy"],
         "optimizer_steps": fit["steps"],
         "finished": fit["status"] == "finished",
@@ -133,12 +144,13 @@ def run_hf(args: argparse.Namespace, side: dict[str, Any], cache: Path) -> dict[
         "side": side,
     }  # fmt: skip
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache / "hf-datasets")}
-    started = time.perf_counter()
+    started = time.time()
     result = in_own_process("hf_side", spec, timeout=args.timeout, env=env)
+    ended = time.time()
     if "skipped" in result:  # a side that cannot run here says why instead
         return dict(result)
-    return {
-        "seconds": time.perf_counter() - started,
+    return phases(started, ended, result) | {
+        "seconds": ended - started,
         "dev_accuracy": result["dev_accuracy"],
         "optimizer_steps": result["optimizer_steps"],
         "finished": True,  # the Trainer returns only once it trained every step
@@ -151,12 +163,16 @@ def run_once(args: argparse.Namespace, name: str, cache: Path, log: Path) -> dic
     return run_seqcls(args, name, cache, log)
 
 
+PHASES = ("start_up_s", "training_s", "after_training_s")
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = [run["seconds"] for run in runs]
     return {
         "seconds": statistics.median(seconds),
         "min_s": min(seconds),
         "max_s": max(seconds),
+        **{phase: statistics.median(run[phase] for run in runs) for phase in PHASES},
         "dev_accuracy": statistics.median(run["dev_accuracy"] for run in runs),
         "runs": runs,
     }
@@ -181,10 +197,11 @@ def speedups(sides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def format_tables(sides: dict[str, dict[str, Any]], pairs: dict[str, dict[str, Any]]) -> str:
     rows = [
         [name, f"{s['seconds']:.1f}", f"{s['min_s']:.1f} to {s['max_s']:.1f}",
-         f"{s['dev_accuracy']:.4f}"]
+         *(f"{s[phase]:.1f}" for phase in PHASES), f"{s['dev_accuracy']:.4f}"]
         for name, s in sides.items()
     ]  # fmt: skip
-    tables = [markdown_table(["side", "median s", "range s", "dev accuracy"], rows)]
+    header = ["side", "median s", "range s", "to first step s", "training s", "after training s"]
+    tables = [markdown_table([*header, "dev accuracy"], rows)]
     rows = [
         [name, f"**{p['speedup']:.2f}x**", ", ".join(f"{r:.2f}x" for r in p["by_round"]),
          f"{100 * p['dev_accuracy_difference']:+.1f}"]

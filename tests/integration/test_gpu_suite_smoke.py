@@ -32,7 +32,7 @@ def test_the_dry_run_measures_every_row_and_side_of_the_plan(
                 continue
             if row["kind"] == "whole":
                 assert side["finished"]
-                assert side["seconds"] > 0
+                assert 0 < side["start_up_s"] < side["seconds"]
                 assert side["optimizer_steps"] == 1  # 32 rows, batch 32, one epoch
             else:
                 assert side["steps"] == 1  # 2 steps, the first untimed
@@ -63,6 +63,10 @@ def test_the_dry_run_measures_every_row_and_side_of_the_plan(
     for row in report["rows"]:
         for name in row["sides"]:
             assert f"| {row['title']} | {name} |" in table
+    ours = whole["sides"]["seqcls-default"]
+    assert (
+        f"| {whole['title']} | seqcls-default | {ours['seconds']:.1f} | {ours['start_up_s']:.1f} |"
+    ) in table
     assert report["device"] in table
     assert report["commit"] in table
 

@@ -38,6 +38,10 @@ def test_whole_runs_both_sides_to_the_end_and_reports_consistent_speedups(
             assert run["optimizer_steps"] == 2 * ROWS // BATCH_SIZE
             assert run["finished"]
             assert run["seconds"] > 0
+            # Start-up, training and what follows split the whole process's time.
+            phases = [run["start_up_s"], run["training_s"], run["after_training_s"]]
+            assert all(phase > 0 for phase in phases), run
+            assert sum(phases) == pytest.approx(run["seconds"])
             assert 0 <= run["dev_accuracy"] <= 1
         seconds = [run["seconds"] for run in side["runs"]]
         assert side["seconds"] == pytest.approx(statistics.median(seconds))
