@@ -7,7 +7,11 @@
         its own process: speed, time to first step, memory, MFU, dev accuracy, and the ratios
     python benchmarks/run.py whole --model MODEL --train FILE --validation FILE [--sides ...]
         the whole job as a user runs it, process start to exit, seqcls's defaults against
-        the HF Trainer, several rounds: seconds, dev accuracy, speed-ups
+        the HF Trainer, several rounds: seconds (split at the first and last training step),
+        dev accuracy, speed-ups
+    python benchmarks/run.py start-up [--repeat 5]
+        what a process pays before any work: importing torch, Lightning and transformers,
+        importing seqcls's command, and seqcls fit --help, each a fresh process
     python benchmarks/run.py glue GLUE_DIR [--tasks rte,mrpc,stsb,cola]
         run_glue's recipe on GLUE tasks with both, to the end: the dev metrics side by side
     python benchmarks/run.py xla-buckets --model MODEL --train FILE
@@ -68,6 +72,7 @@ SUBCOMMANDS = {
     "random-model": "random_model",
     "onnx": "onnx_speed",
     "serve-load": "serve_load",
+    "start-up": "start_up",
 }
 
 

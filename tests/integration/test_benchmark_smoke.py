@@ -63,7 +63,7 @@ def test_throughput_counts_the_timed_steps_and_their_tokens(
 def test_run_names_the_subcommands_when_none_is_given() -> None:
     names = (
         "throughput, compare, whole, glue, xla-buckets, dense-plan, step-parts, checkpoint-save, "
-        "gpu-packing, gpu-suite, random-model"
+        "gpu-packing, gpu-suite, random-model, onnx, serve-load, start-up"
     )
     with pytest.raises(SystemExit, match=names):
         load_run().main(["--config", "configs/local.yaml"])
