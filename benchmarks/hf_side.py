@@ -147,10 +147,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             encoded["labels"] = rows[label] if names else [label_id[value] for value in rows[label]]
         return encoded
 
+    if spec["max_train_samples"] is not None:
+        # The rows are taken before tokenizing, as seqcls does: run_glue.py tokenizes the whole
+        # file first, which the Trainer at its best need not.
+        rows = min(spec["max_train_samples"], len(raw["train"]))
+        raw["train"] = raw["train"].select(range(rows))
     encoded = raw.map(preprocess, batched=True, remove_columns=raw["train"].column_names)
     train = encoded["train"]
-    if spec["max_train_samples"] is not None:
-        train = train.select(range(min(spec["max_train_samples"], len(train))))
 
     set_seed(spec["seed"])  # before the model: seeds the new classification head
     model = AutoModelForSequenceClassification.from_pretrained(
